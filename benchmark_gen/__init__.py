@@ -1,0 +1,1 @@
+"""benchmark_gen: deterministic retrieval benchmarks generated from ctx-lsp's code graph."""

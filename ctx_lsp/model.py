@@ -1,0 +1,90 @@
+"""The graph's vocabulary: node and edge kinds, ids, and the small records the indexer produces.
+
+Lines are 1-based and inclusive everywhere in the core; columns are 0-based code points.
+Paths are workspace-relative POSIX strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class NodeKind(str, Enum):
+    FILE = "file"
+    CLASS = "class"
+    FUNCTION = "function"
+    METHOD = "method"
+    VARIABLE = "variable"
+    TEST = "test"  # test functions are functions whose kind says they are tests
+    COMMIT = "commit"
+
+
+class EdgeKind(str, Enum):
+    CONTAINS = "CONTAINS"
+    IMPORTS = "IMPORTS"
+    CALLS = "CALLS"
+    REFERENCES = "REFERENCES"
+    INHERITS = "INHERITS"
+    INSTANTIATES = "INSTANTIATES"
+    OVERRIDES = "OVERRIDES"
+    COVERS = "COVERS"
+    TOUCHED = "TOUCHED"
+
+
+# Resolvers: who made an edge. A consumer tells a certain edge from a guess by this.
+RESOLVER_CONTAINS = "ast-contains"
+RESOLVER_IMPORT = "ast-import"
+RESOLVER_SCOPE = "ast-scope"
+RESOLVER_TYPE = "ast-type"  # through an inferred attribute/variable/return type
+RESOLVER_MRO = "ast-mro"
+RESOLVER_JEDI = "jedi"
+RESOLVER_COVERAGE = "coverage-dynamic"
+RESOLVER_STATIC_TEST = "static-test"
+RESOLVER_GIT = "git-blame"
+
+
+def symbol_id(path: str, qualname: str) -> str:
+    """Stable node id of a symbol: `pkg/mod.py::Class.method`."""
+    return f"{path}::{qualname}"
+
+
+def split_id(node_id: str) -> tuple[str, str | None]:
+    """(path, qualname or None for a file node)."""
+    path, sep, qual = node_id.partition("::")
+    return path, (qual if sep else None)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    id: str
+    kind: str
+    path: str
+    qualname: str | None
+    start_line: int
+    end_line: int
+    signature: str = ""
+    doc: str = ""
+
+    @property
+    def name(self) -> str:
+        if self.qualname is None:
+            return self.path.rsplit("/", 1)[-1]
+        return self.qualname.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """A typed edge with provenance: where it was seen and which resolver made it."""
+
+    src: str
+    dst: str
+    kind: str
+    path: str  # site path
+    line: int  # site line, 1-based
+    col: int  # site column, 0-based code points
+    resolver: str
+    extra: tuple[str, ...] = field(default=())  # e.g. the imported names of an IMPORTS edge
+
+    def key(self) -> tuple[str, str, str]:
+        return (self.src, self.dst, self.kind)
