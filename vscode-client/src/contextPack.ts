@@ -207,6 +207,7 @@ button:hover { background: var(--vscode-button-hoverBackground); }
 .right { margin-left: auto; color: var(--vscode-descriptionForeground); }
 .reasons { margin: 2px 0 2px 18px; padding-left: 12px; }
 pre { background: var(--vscode-textCodeBlock-background); padding: 6px 8px; overflow-x: auto; font-family: var(--vscode-editor-font-family); font-size: var(--vscode-editor-font-size); }
+#bar-fill { width: ${pct}%; }
 summary { cursor: pointer; color: var(--vscode-descriptionForeground); }
 </style></head>
 <body>
@@ -217,7 +218,7 @@ ${stale}
   <button id="copy">Copy as Markdown</button>
   <button id="openAll"${items.length ? '' : ' disabled'}>Open All</button>
   <div class="budget"><span id="budget">${items.length} item${items.length === 1 ? '' : 's'} · ${e(budgetLabel(pack))}</span>
-    <div class="bar"><div style="width:${pct}%"></div></div></div>
+    <div class="bar"><div id="bar-fill"></div></div></div>
 </div>
 ${empty}
 ${rows}

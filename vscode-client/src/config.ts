@@ -1,0 +1,54 @@
+// Pure helpers for settings (no `vscode` import).
+
+export interface InitializationOptions {
+  budget: number;
+  include: string[];
+  exclude: string[];
+  cacheDir: string;
+  jediRefinement: boolean;
+}
+
+export const DEFAULTS: InitializationOptions = {
+  budget: 4000,
+  include: [],
+  exclude: [],
+  cacheDir: '',
+  jediRefinement: true,
+};
+
+/** Reads `ctxLsp.<key>` through `get` (e.g. WorkspaceConfiguration.get) and validates types. */
+export function initializationOptions(get: (key: string) => unknown, expand: (s: string) => string = (s) => s): InitializationOptions {
+  const budget = get('budget');
+  const include = get('include');
+  const exclude = get('exclude');
+  const cacheDir = get('cacheDir');
+  const jedi = get('jediRefinement');
+  const strings = (v: unknown, d: string[]) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : d);
+  return {
+    budget: typeof budget === 'number' && Number.isFinite(budget) && budget > 0 ? Math.floor(budget) : DEFAULTS.budget,
+    include: strings(include, DEFAULTS.include),
+    exclude: strings(exclude, DEFAULTS.exclude),
+    cacheDir: typeof cacheDir === 'string' && cacheDir.trim() ? expand(cacheDir.trim()) : DEFAULTS.cacheDir,
+    jediRefinement: typeof jedi === 'boolean' ? jedi : DEFAULTS.jediRefinement,
+  };
+}
+
+/** Expands `~`, `${workspaceFolder}`, `${userHome}` and `${env:NAME}` in a path setting. */
+export function expandPath(value: string, vars: { home: string; workspaceFolder?: string; env?: Record<string, string | undefined> }): string {
+  let v = value.trim();
+  if (v === '~' || v.startsWith('~/')) v = vars.home + v.slice(1);
+  v = v.replace(/\$\{userHome\}/g, vars.home);
+  if (vars.workspaceFolder !== undefined) v = v.replace(/\$\{workspaceFolder\}/g, vars.workspaceFolder);
+  v = v.replace(/\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}/g, (_m, name: string) => vars.env?.[name] ?? '');
+  return v;
+}
+
+/** Settings whose change needs a server restart (everything under ctxLsp except tracing). */
+export const RESTART_KEYS = ['interpreter', 'budget', 'include', 'exclude', 'cacheDir', 'jediRefinement'];
+
+/** Quotes an argument for the shell of a terminal (POSIX sh or PowerShell). */
+export function shellQuote(arg: string, windows = false): string {
+  if (/^[A-Za-z0-9_@%+=:,./\\-]+$/.test(arg)) return arg;
+  if (windows) return `& '${arg.replace(/'/g, "''")}'`;
+  return `'${arg.replace(/'/g, `'\\''`)}'`;
+}

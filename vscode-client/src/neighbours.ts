@@ -1,0 +1,146 @@
+// Pure tree model for the result of `ctx.architecturalContext` (no `vscode` import).
+// Shape: docs/protocol.md, "ctx.architecturalContext".
+
+export interface Site {
+  path?: string | null;
+  line?: number | null;
+  uri?: string | null;
+}
+
+export interface Neighbour {
+  path?: string | null;
+  uri?: string | null;
+  symbol?: string | null;
+  kind?: string | null;
+  line?: number | null;
+  site?: Site | null;
+  resolver?: string | null;
+  from_symbol?: string | null;
+}
+
+export interface NeighbourGroup {
+  edge: string;
+  direction: 'out' | 'in' | string;
+  neighbors?: Neighbour[] | null;
+}
+
+export interface ArchitecturalContext {
+  uri?: string | null;
+  path?: string | null;
+  groups?: NeighbourGroup[] | null;
+  reason?: string | null;
+}
+
+/** Where a tree node points to: a URI (or a workspace-relative path) and a 1-based line. */
+export interface Target {
+  uri?: string;
+  path?: string;
+  line: number;
+}
+
+export interface TreeNode {
+  id: string;
+  kind: 'group' | 'neighbour' | 'site';
+  label: string;
+  description?: string;
+  tooltip?: string;
+  target?: Target;
+  children: TreeNode[];
+}
+
+export function arrowFor(direction: string): string {
+  if (direction === 'out') return '→';
+  if (direction === 'in') return '←';
+  return '↔';
+}
+
+/** "IMPORTS →" for outgoing edges (this file imports ...), "CALLS ←" for incoming ones. */
+export function groupLabel(g: NeighbourGroup): string {
+  return `${g.edge} ${arrowFor(g.direction)}`;
+}
+
+function groupTooltip(g: NeighbourGroup, file: string): string {
+  const edge = g.edge.toLowerCase().replace(/_/g, ' ');
+  return g.direction === 'in' ? `Code that ${edge} ${file}` : `What ${file} ${edge}`;
+}
+
+function baseName(p: string): string {
+  const i = p.lastIndexOf('/');
+  return i >= 0 ? p.slice(i + 1) : p;
+}
+
+function target(uri: string | null | undefined, path: string | null | undefined, line: number | null | undefined): Target | undefined {
+  if (!uri && !path) return undefined;
+  const t: Target = { line: line && line > 0 ? line : 1 };
+  if (uri) t.uri = uri;
+  if (path) t.path = path;
+  return t;
+}
+
+export function neighbourLabel(n: Neighbour): string {
+  if (n.symbol) return n.symbol;
+  return n.path ?? n.uri ?? '?';
+}
+
+/** The tree shown in the "CTX Neighbours" view: groups (edge kind + direction), then
+ * neighbours (click opens the neighbour), each with its site as a child (click opens the site). */
+export function buildNeighbourTree(result: ArchitecturalContext): TreeNode[] {
+  const file = result.path ?? result.uri ?? 'this file';
+  const groups = (result.groups ?? []).filter((g) => (g.neighbors ?? []).length > 0);
+  // Outgoing before incoming, then by edge kind, stable otherwise.
+  const order = (d: string) => (d === 'out' ? 0 : d === 'in' ? 1 : 2);
+  const sorted = groups
+    .map((g, i) => ({ g, i }))
+    .sort((a, b) => order(a.g.direction) - order(b.g.direction) || a.g.edge.localeCompare(b.g.edge) || a.i - b.i)
+    .map((x) => x.g);
+  return sorted.map((g, gi) => {
+    const gid = `g${gi}:${g.edge}:${g.direction}`;
+    const children = (g.neighbors ?? []).map((n, ni): TreeNode => {
+      const nid = `${gid}/n${ni}`;
+      const where = n.path ? `${n.path}${n.line ? ':' + n.line : ''}` : undefined;
+      const site = n.site;
+      const siteChildren: TreeNode[] = [];
+      const siteTarget = site ? target(site.uri, site.path, site.line) : undefined;
+      if (site && siteTarget) {
+        const sitePath = site.path ?? site.uri ?? '';
+        siteChildren.push({
+          id: `${nid}/site`,
+          kind: 'site',
+          label: `site: ${baseName(sitePath)}${site.line ? ':' + site.line : ''}`,
+          description: [n.from_symbol, n.resolver].filter(Boolean).join(' · ') || undefined,
+          tooltip: `${sitePath}${site.line ? ':' + site.line : ''}${n.resolver ? `\nresolved by ${n.resolver}` : ''}`,
+          target: siteTarget,
+          children: [],
+        });
+      }
+      const tooltipLines = [
+        `${n.symbol ? n.symbol + ' ' : ''}${n.kind ? '(' + n.kind + ')' : ''}`.trim(),
+        where ?? '',
+        site?.path ? `site: ${site.path}${site.line ? ':' + site.line : ''}` : '',
+        n.resolver ? `resolver: ${n.resolver}` : '',
+      ].filter(Boolean);
+      return {
+        id: nid,
+        kind: 'neighbour',
+        label: neighbourLabel(n),
+        description: n.symbol ? where : n.line && n.line > 1 ? `:${n.line}` : undefined,
+        tooltip: tooltipLines.join('\n'),
+        target: target(n.uri, n.path, n.line),
+        children: siteChildren,
+      };
+    });
+    return {
+      id: gid,
+      kind: 'group',
+      label: groupLabel(g),
+      description: String(children.length),
+      tooltip: groupTooltip(g, file),
+      children,
+    };
+  });
+}
+
+/** Total number of neighbours in a result. */
+export function neighbourCount(result: ArchitecturalContext): number {
+  return (result.groups ?? []).reduce((n, g) => n + (g.neighbors ?? []).length, 0);
+}

@@ -1,0 +1,56 @@
+// Pure helpers for the status bar (no `vscode` import). Payload: docs/protocol.md, "ctx.indexStatus".
+
+export interface IndexStatus {
+  roots?: string[] | null;
+  files?: number | null;
+  nodes?: number | null;
+  edges?: Record<string, number> | number | null;
+  dirty_files?: string[] | null;
+  stale?: boolean | null;
+  indexing?: boolean | null;
+  refinement?: { done?: number | null; total?: number | null } | null;
+  last_update?: string | null;
+}
+
+export function edgeTotal(s: IndexStatus): number {
+  if (typeof s.edges === 'number') return s.edges;
+  return Object.values(s.edges ?? {}).reduce((n, v) => n + (typeof v === 'number' ? v : 0), 0);
+}
+
+export interface StatusView {
+  text: string;
+  tooltip: string;
+  warning: boolean;
+  busy: boolean;
+}
+
+export function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
+
+/** Status bar text for an indexStatus payload, plus an optional work-done progress message. */
+export function statusView(s: IndexStatus | undefined, progress?: { message?: string; percentage?: number }): StatusView {
+  if (!s) {
+    const pct = progress?.percentage !== undefined ? ` ${Math.round(progress.percentage)}%` : '';
+    return { text: `$(sync~spin) ctx: indexing${pct}…`, tooltip: progress?.message ?? 'ctx-lsp is indexing the workspace', warning: false, busy: true };
+  }
+  const files = s.files ?? 0;
+  const edges = edgeTotal(s);
+  const dirty = s.dirty_files ?? [];
+  const tooltip: string[] = [`ctx-lsp: ${plural(files, 'file')}, ${plural(s.nodes ?? 0, 'node')}, ${plural(edges, 'edge')}`];
+  if (s.edges && typeof s.edges === 'object') {
+    const kinds = Object.entries(s.edges).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`);
+    if (kinds.length) tooltip.push(kinds.join(' · '));
+  }
+  const ref = s.refinement;
+  if (ref && typeof ref.total === 'number' && ref.total > 0) tooltip.push(`Jedi refinement: ${ref.done ?? 0}/${ref.total}`);
+  if (s.stale) tooltip.push(`Stale${dirty.length ? ': ' + dirty.join(', ') : ''}`);
+  if (s.last_update) tooltip.push(`Last update: ${s.last_update}`);
+  tooltip.push('Click for actions');
+  if (s.indexing || progress) {
+    const pct = progress?.percentage !== undefined ? ` ${Math.round(progress.percentage)}%` : '';
+    return { text: `$(sync~spin) ctx: indexing${pct}… ${plural(files, 'file')}`, tooltip: tooltip.join('\n'), warning: false, busy: true };
+  }
+  const stale = s.stale ? ` · $(warning) stale${dirty.length ? ` (${dirty.length})` : ''}` : '';
+  return { text: `$(database) ctx: ${plural(files, 'file')} · ${plural(edges, 'edge')}${stale}`, tooltip: tooltip.join('\n'), warning: !!s.stale, busy: false };
+}

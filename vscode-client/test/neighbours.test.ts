@@ -1,0 +1,79 @@
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { ArchitecturalContext, buildNeighbourTree, groupLabel, neighbourCount } from '../src/neighbours';
+
+const result: ArchitecturalContext = {
+  uri: 'file:///ws/shop/service.py',
+  path: 'shop/service.py',
+  groups: [
+    {
+      edge: 'CALLS', direction: 'in',
+      neighbors: [{
+        path: 'tests/test_service.py', uri: 'file:///ws/tests/test_service.py', symbol: 'test_place_order', kind: 'function', line: 5,
+        site: { path: 'tests/test_service.py', line: 7, uri: 'file:///ws/tests/test_service.py' }, resolver: 'jedi', from_symbol: 'test_place_order',
+      }],
+    },
+    {
+      edge: 'IMPORTS', direction: 'out',
+      neighbors: [{
+        path: 'shop/models.py', uri: 'file:///ws/shop/models.py', symbol: null, kind: 'file', line: 1,
+        site: { path: 'shop/service.py', line: 3, uri: 'file:///ws/shop/service.py' }, resolver: 'ast-import', from_symbol: null,
+      }],
+    },
+    { edge: 'INHERITS', direction: 'out', neighbors: [] },
+    {
+      edge: 'CALLS', direction: 'out',
+      neighbors: [
+        { path: 'shop/models.py', uri: 'file:///ws/shop/models.py', symbol: 'Repository.save', kind: 'method', line: 9, site: { path: 'shop/service.py', line: 12 }, resolver: 'ast-attr' },
+        { path: 'shop/models.py', uri: null, symbol: 'Repository', kind: 'class', line: 4, site: null, resolver: null },
+      ],
+    },
+  ],
+};
+
+test('groupLabel shows the edge kind with its direction', () => {
+  assert.equal(groupLabel({ edge: 'IMPORTS', direction: 'out' }), 'IMPORTS →');
+  assert.equal(groupLabel({ edge: 'CALLS', direction: 'in' }), 'CALLS ←');
+});
+
+test('buildNeighbourTree: groups (outgoing first, empty ones dropped) with counts', () => {
+  const tree = buildNeighbourTree(result);
+  assert.deepEqual(tree.map((g) => g.label), ['CALLS →', 'IMPORTS →', 'CALLS ←']);
+  assert.deepEqual(tree.map((g) => g.description), ['2', '1', '1']);
+  assert.ok(tree.every((g) => g.kind === 'group' && !g.target));
+  assert.equal(tree[1].tooltip, 'What shop/service.py imports');
+  assert.equal(tree[2].tooltip, 'Code that calls shop/service.py');
+  assert.equal(new Set(tree.flatMap((g) => [g.id, ...g.children.map((c) => c.id)])).size, 3 + 4);
+});
+
+test('buildNeighbourTree: neighbours open their location, sites are children', () => {
+  const tree = buildNeighbourTree(result);
+  const save = tree[0].children[0];
+  assert.equal(save.kind, 'neighbour');
+  assert.equal(save.label, 'Repository.save');
+  assert.equal(save.description, 'shop/models.py:9');
+  assert.deepEqual(save.target, { uri: 'file:///ws/shop/models.py', path: 'shop/models.py', line: 9 });
+  assert.equal(save.children.length, 1);
+  assert.equal(save.children[0].kind, 'site');
+  assert.equal(save.children[0].label, 'site: service.py:12');
+  assert.deepEqual(save.children[0].target, { path: 'shop/service.py', line: 12 });
+
+  const repo = tree[0].children[1];
+  assert.equal(repo.children.length, 0, 'no site, no child');
+  assert.deepEqual(repo.target, { path: 'shop/models.py', line: 4 });
+
+  const models = tree[1].children[0];
+  assert.equal(models.label, 'shop/models.py', 'file neighbours are labelled by path');
+  assert.equal(models.children[0].description, 'ast-import');
+  assert.deepEqual(models.children[0].target, { uri: 'file:///ws/shop/service.py', path: 'shop/service.py', line: 3 });
+
+  const caller = tree[2].children[0];
+  assert.equal(caller.children[0].description, 'test_place_order · jedi');
+  assert.match(caller.tooltip!, /test_place_order \(function\)\ntests\/test_service\.py:5\nsite: tests\/test_service\.py:7\nresolver: jedi/);
+});
+
+test('buildNeighbourTree: empty or missing groups', () => {
+  assert.deepEqual(buildNeighbourTree({ uri: 'file:///x.py', path: 'x.py', groups: [] }), []);
+  assert.deepEqual(buildNeighbourTree({ reason: 'not indexed' }), []);
+  assert.equal(neighbourCount(result), 4);
+});

@@ -1,0 +1,20 @@
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { edgeTotal, statusView } from '../src/status';
+
+test('statusView: files and edges', () => {
+  const v = statusView({ files: 12, nodes: 80, edges: { CALLS: 40, IMPORTS: 9 }, dirty_files: [], stale: false, indexing: false });
+  assert.equal(v.text, '$(database) ctx: 12 files · 49 edges');
+  assert.equal(v.warning, false);
+  assert.match(v.tooltip, /CALLS 40 · IMPORTS 9/);
+});
+
+test('statusView: stale and indexing', () => {
+  const stale = statusView({ files: 1, edges: { CALLS: 1 }, dirty_files: ['a.py'], stale: true, indexing: false });
+  assert.equal(stale.text, '$(database) ctx: 1 file · 1 edge · $(warning) stale (1)');
+  assert.equal(stale.warning, true);
+  assert.match(stale.tooltip, /Stale: a\.py/);
+  assert.match(statusView({ files: 3, indexing: true }).text, /ctx: indexing… 3 files/);
+  assert.match(statusView(undefined, { percentage: 42.4 }).text, /ctx: indexing 42%…/);
+  assert.equal(edgeTotal({ edges: 7 }), 7);
+});
