@@ -429,6 +429,9 @@ class _Visitor:
     def bind_local(self, name: str) -> None:
         if self.local_names and name not in self.declared_global:
             self.local_names[-1].add(name)
+            if self.scope_kind and self.scope_kind[-1] == "function":
+                # every local shadows module names, typed or not (None = type unknown)
+                self.defs_by_qual[self.qual()].locals.setdefault(name, None)
 
     def bind_target(self, target: ast.AST) -> None:
         if isinstance(target, ast.Name):
@@ -445,12 +448,12 @@ class _Visitor:
         if isinstance(target, ast.Name):
             name = target.id
             if kind == "function":
-                self.bind_local(name)
                 d = self.defs_by_qual[self.qual()]
-                if name in d.locals and d.locals[name] != value and not annotated:
-                    d.locals[name] = None  # rebound to something else: unknown
-                elif name not in d.locals or annotated:
+                if name not in d.locals or annotated:
                     d.locals[name] = value
+                elif d.locals[name] != value:
+                    d.locals[name] = None  # rebound to something else: unknown
+                self.bind_local(name)
             else:
                 qual = f"{self.qual()}.{name}" if self.scope else name
                 if qual in self.defs_by_qual:

@@ -1,0 +1,589 @@
+"""Static binding: turns per-file facts into typed edges without jedi.
+
+Binds what can be bound statically: imports (absolute, relative, re-exports, star), local and module
+scopes, `self.method()` through the class and its bases, `ClassName(...)`, and attribute chains whose
+types are known from annotations, `__init__` assignments, local assignments and return values.
+A chain that leaves the workspace (stdlib, site-packages) resolves to EXTERNAL and never to a
+same-named project symbol. What cannot be bound is counted as unresolved, for jedi to refine.
+
+Every lookup of another module is recorded in the binding's `deps` (module names, found or not), so
+the incremental updater knows which files to re-bind when a module's interface changes.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass, field
+
+from ctx_lsp.extract import CALL, Chain, Def, FileFacts, Import
+from ctx_lsp.model import (
+    RESOLVER_CONTAINS,
+    RESOLVER_IMPORT,
+    RESOLVER_MRO,
+    RESOLVER_SCOPE,
+    RESOLVER_TYPE,
+    Edge,
+    EdgeKind,
+    symbol_id,
+)
+
+_BUILTINS = frozenset(dir(builtins))
+_MAX_DEPTH = 14
+
+# Values: ("mod", name) | ("sym", node_id) | ("inst", class_id) | ("super", class_id) | EXT | None (unknown)
+Value = tuple[str, str] | None
+EXT: tuple[str, str] = ("ext", "")
+
+# resolver ranks: the weakest step used names the edge's resolver
+_RANK = {RESOLVER_SCOPE: 0, RESOLVER_IMPORT: 1, RESOLVER_MRO: 2, RESOLVER_TYPE: 3}
+
+
+@dataclass(slots=True)
+class ModuleInfo:
+    """Binding-relevant tables of one file, derived from its facts."""
+
+    facts: FileFacts
+    module: str  # canonical dotted name
+    package: str  # the package relative imports start from
+    defs: dict[str, Def]
+    top: dict[str, str]  # top-level name -> qual of its def
+    imports: dict[str, list[Import]]  # scope -> imports made there (module level is "")
+    bound: dict[str, dict[str, Import]]  # scope -> local name -> the import binding it
+    stars: list[Import]
+    members: dict[str, dict[str, str]]  # class qual -> member name -> member qual
+
+
+@dataclass(slots=True)
+class FileBinding:
+    path: str
+    edges: list[Edge] = field(default_factory=list)
+    deps: set[str] = field(default_factory=set)
+    internal: int = 0  # call sites resolved to a workspace symbol
+    external: int = 0  # call sites resolved outside the workspace
+    unresolved: list[int] = field(default_factory=list)  # indexes into facts.sites (calls only)
+
+
+def module_names(path: str, is_package_dir: set[str]) -> list[str]:
+    """Candidate dotted module names of a workspace-relative path, best first.
+
+    The package-derived name (walking up while `__init__.py` exists) comes first, then the
+    root-relative name, then the name relative to a `src/` or `lib/` directory.
+    """
+    parts = path[:-3].split("/") if path.endswith(".py") else path.split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    names: list[str] = []
+    # walk up while the parent directory is a package
+    dirs = path.split("/")[:-1]
+    i = len(dirs)
+    while i > 0 and "/".join(dirs[:i]) in is_package_dir:
+        i -= 1
+    pkg_parts = parts[i:]
+    if pkg_parts:
+        names.append(".".join(pkg_parts))
+    if parts:
+        names.append(".".join(parts))
+    for anchor in ("src", "lib"):
+        if anchor in parts[:-1]:
+            k = parts.index(anchor)
+            if parts[k + 1 :]:
+                names.append(".".join(parts[k + 1 :]))
+    seen: set[str] = set()
+    return [n for n in names if n and not (n in seen or seen.add(n))]  # type: ignore[func-returns-value]
+
+
+def build_module_info(facts: FileFacts, module: str) -> ModuleInfo:
+    defs = {d.qual: d for d in facts.defs}
+    top = {q: q for q in defs if "." not in q}
+    imports: dict[str, list[Import]] = {}
+    bound: dict[str, dict[str, Import]] = {}
+    stars: list[Import] = []
+    for imp in facts.imports:
+        imports.setdefault(imp.scope, []).append(imp)
+        if imp.name == "*":
+            if imp.scope == "":
+                stars.append(imp)
+            continue
+        local = imp.asname or (imp.name if imp.name is not None else imp.module.split(".")[0])
+        bound.setdefault(imp.scope, {}).setdefault(local, imp)
+    members: dict[str, dict[str, str]] = {}
+    for q, d in defs.items():
+        parent, _, name = q.rpartition(".")
+        if parent and parent in defs and defs[parent].kind == "class":
+            members.setdefault(parent, {})[name] = q
+    is_pkg = facts.path.endswith("__init__.py")
+    package = module if is_pkg else module.rpartition(".")[0]
+    return ModuleInfo(facts, module, package, defs, top, imports, bound, stars, members)
+
+
+def interface_digest(facts: FileFacts) -> tuple:
+    """What other files' bindings can depend on: names, kinds, bases, imports, types, __all__.
+
+    Body-only edits (lines moved, calls changed) leave it unchanged, so dependents are not re-bound.
+    """
+    defs = tuple(
+        (d.qual, d.kind, tuple(d.bases), d.returns, d.value,
+         tuple(sorted((k, v) for k, v in d.attrs.items())),
+         tuple(sorted((k, v) for k, v in d.locals.items() if v is not None)) if d.kind != "class" else ())
+        for d in facts.defs
+    )
+    imports = tuple((i.scope, i.module, i.name, i.asname, i.level) for i in facts.imports if i.scope == "")
+    return (defs, imports, tuple(facts.all_names) if facts.all_names is not None else None)
+
+
+class Workspace:
+    """The module table over all files' facts; resolves names across files."""
+
+    def __init__(self, facts_by_path: dict[str, FileFacts]) -> None:
+        self.facts = facts_by_path
+        package_dirs = {p[: -len("/__init__.py")] for p in facts_by_path if p.endswith("/__init__.py")}
+        self.package_dirs = package_dirs
+        # module name -> path; first claim by the best candidate wins, deterministic order
+        claims: dict[str, tuple[int, int, str]] = {}
+        for path in facts_by_path:
+            for rank, name in enumerate(module_names(path, package_dirs)):
+                key = (rank, len(path), path)
+                if name not in claims or key < claims[name]:
+                    claims[name] = key
+        self.modules: dict[str, str] = {name: key[2] for name, key in claims.items()}
+        self.canonical: dict[str, str] = {}
+        for path in facts_by_path:
+            names = module_names(path, package_dirs)
+            self.canonical[path] = names[0] if names else path
+        # dotted prefixes that exist (namespace packages have no file but are still project modules)
+        self.prefixes: set[str] = set()
+        for name in self.modules:
+            parts = name.split(".")
+            for i in range(1, len(parts)):
+                self.prefixes.add(".".join(parts[:i]))
+        self.info: dict[str, ModuleInfo] = {
+            path: build_module_info(f, self.canonical[path]) for path, f in facts_by_path.items()
+        }
+        self._class_cache: dict[str, tuple[list[Value], frozenset[str]]] = {}
+
+
+class Binder:
+    """Binds one file at a time against a Workspace, recording the modules each file consulted."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.deps: set[str] = set()
+        self.resolver = RESOLVER_SCOPE
+
+    # -- module level ---------------------------------------------------------------------
+    def module_path(self, name: str) -> str | None:
+        self.deps.add(name)
+        return self.ws.modules.get(name)
+
+    def is_project_module(self, name: str) -> bool:
+        self.deps.add(name)
+        return name in self.ws.modules or name in self.ws.prefixes
+
+    def _weaken(self, resolver: str) -> None:
+        if _RANK[resolver] > _RANK[self.resolver]:
+            self.resolver = resolver
+
+    def module_attr(self, module: str, name: str, depth: int) -> Value:
+        """`module.name`: a def, an import re-exported by the module, or a submodule."""
+        if depth > _MAX_DEPTH:
+            return None
+        path = self.module_path(module)
+        if path is not None:
+            info = self.ws.info[path]
+            if name in info.top:
+                return ("sym", symbol_id(path, info.top[name]))
+            imp = info.bound.get("", {}).get(name)
+            if imp is not None:
+                self._weaken(RESOLVER_IMPORT)
+                return self.import_value(info, imp, depth + 1)
+        sub = f"{module}.{name}"
+        if self.is_project_module(sub):
+            return ("mod", sub)
+        if path is not None:
+            info = self.ws.info[path]
+            for star in info.stars:
+                target = self.absolute(info, star)
+                if target is None or target == module:
+                    continue
+                tpath = self.module_path(target)
+                if tpath is None:
+                    continue
+                tinfo = self.ws.info[tpath]
+                if tinfo.facts.all_names is not None and name not in tinfo.facts.all_names:
+                    continue
+                if name.startswith("_") and tinfo.facts.all_names is None:
+                    continue
+                value = self.module_attr(target, name, depth + 1)
+                if value is not None:
+                    self._weaken(RESOLVER_IMPORT)
+                    return value
+            return None  # a project module without that name: unresolved, not external
+        if self.is_project_module(module):
+            return None
+        return EXT
+
+    def absolute(self, info: ModuleInfo, imp: Import) -> str | None:
+        if imp.level == 0:
+            return imp.module
+        base = info.package.split(".") if info.package else []
+        if imp.level - 1 > len(base):
+            return None
+        base = base[: len(base) - (imp.level - 1)] if imp.level > 1 else base
+        parts = base + ([imp.module] if imp.module else [])
+        return ".".join(p for p in parts if p)
+
+    def import_value(self, info: ModuleInfo, imp: Import, depth: int) -> Value:
+        module = self.absolute(info, imp)
+        if module is None:
+            return None
+        if imp.name is None:
+            target = module if imp.asname else module.split(".")[0]
+            return ("mod", target) if self.is_project_module(target) else EXT
+        return self.module_attr(module, imp.name, depth)
+
+    # -- scopes ---------------------------------------------------------------------------
+    def lookup(self, info: ModuleInfo, scope: str, name: str, depth: int) -> Value:
+        """Resolve a bare name as Python would from `scope` (a def qual, "" for module level)."""
+        if depth > _MAX_DEPTH:
+            return None
+        path = info.facts.path
+        cur = scope
+        first = True
+        while cur:
+            d = info.defs.get(cur)
+            if d is not None and (d.kind != "class" or first):
+                imp = info.bound.get(cur, {}).get(name)
+                if imp is not None:
+                    self._weaken(RESOLVER_IMPORT)
+                    return self.import_value(info, imp, depth + 1)
+                child = f"{cur}.{name}"
+                if child in info.defs and (d.kind != "class" or first):
+                    return ("sym", symbol_id(path, child))
+                if d.kind != "class" and name in d.locals:
+                    chain = d.locals[name]
+                    if chain is None:
+                        return None
+                    if chain == ("<self>",):
+                        owner = self.enclosing_class(info, cur)
+                        return ("inst", symbol_id(path, owner)) if owner else None
+                    if chain == ("<cls>",):
+                        owner = self.enclosing_class(info, cur)
+                        return ("sym", symbol_id(path, owner)) if owner else None
+                    self._weaken(RESOLVER_TYPE)
+                    return self.eval_chain(info, cur, chain, depth + 1, skip_locals_of=name)
+            first = False
+            cur = cur.rpartition(".")[0]
+        if name in info.top:
+            return ("sym", symbol_id(path, info.top[name]))
+        imp = info.bound.get("", {}).get(name)
+        if imp is not None:
+            self._weaken(RESOLVER_IMPORT)
+            return self.import_value(info, imp, depth + 1)
+        for star in info.stars:
+            target = self.absolute(info, star)
+            if target is None:
+                continue
+            if not self.is_project_module(target):
+                continue
+            tpath = self.module_path(target)
+            if tpath is None:
+                continue
+            tinfo = self.ws.info[tpath]
+            if tinfo.facts.all_names is not None and name not in tinfo.facts.all_names:
+                continue
+            value = self.module_attr(target, name, depth + 1)
+            if value is not None and value is not EXT:
+                self._weaken(RESOLVER_IMPORT)
+                return value
+        if name in _BUILTINS:
+            return EXT
+        if info.stars:
+            return None  # may come from a non-project star import: unknown rather than wrong
+        return None
+
+    def enclosing_class(self, info: ModuleInfo, qual: str) -> str | None:
+        parent = qual.rpartition(".")[0]
+        while parent:
+            d = info.defs.get(parent)
+            if d is not None and d.kind == "class":
+                return parent
+            parent = parent.rpartition(".")[0]
+        return None
+
+    def eval_chain(self, info: ModuleInfo, scope: str, chain: Chain, depth: int, skip_locals_of: str = "") -> Value:
+        """The value of a whole chain (every segment, calls applied)."""
+        if depth > _MAX_DEPTH or not chain:
+            return None
+        head = chain[0]
+        called = head.endswith("()")
+        name = head[:-2] if called else head
+        if skip_locals_of and name == skip_locals_of:
+            # `x = x.y` style self-reference: look the name up in the enclosing scopes instead
+            value = self.lookup(info, scope.rpartition(".")[0], name, depth + 1)
+        elif name == "super" and called:
+            owner = self.enclosing_class(info, scope)
+            value = ("super", symbol_id(info.facts.path, owner)) if owner else None
+            called = False
+        else:
+            value = self.lookup(info, scope, name, depth + 1)
+        if called:
+            value = self.apply_call(value, depth + 1)
+        for seg in chain[1:]:
+            called = seg.endswith("()")
+            value = self.attr(value, seg[:-2] if called else seg, depth + 1)
+            if called:
+                value = self.apply_call(value, depth + 1)
+            if value is None or value is EXT:
+                return value
+        return value
+
+    def deref_variable(self, value: Value, depth: int) -> Value:
+        """A module/class variable stands for what it was assigned (aliases, singletons)."""
+        while value is not None and value[0] == "sym" and depth <= _MAX_DEPTH:
+            path, _, qual = value[1].partition("::")
+            info = self.ws.info.get(path)
+            if info is None:
+                return None
+            d = info.defs.get(qual)
+            if d is None or d.kind != "variable":
+                return value
+            if d.value is None:
+                return value
+            scope = qual.rpartition(".")[0]
+            inner = self.eval_chain(info, scope, d.value, depth + 1)
+            if inner is None:
+                return value
+            value = inner
+            depth += 1
+        return value
+
+    def apply_call(self, value: Value, depth: int) -> Value:
+        value = self.deref_variable(value, depth)
+        if value is None or value is EXT:
+            return value
+        kind, ident = value
+        if kind == "sym":
+            path, _, qual = ident.partition("::")
+            info = self.ws.info[path]
+            d = info.defs.get(qual)
+            if d is None:
+                return None
+            if d.kind == "class":
+                return ("inst", ident)
+            if d.returns is not None:
+                self._weaken(RESOLVER_TYPE)
+                return self.eval_chain(info, qual, d.returns, depth + 1)
+            return None
+        return None
+
+    def class_mro(self, class_id: str, depth: int) -> list[Value]:
+        """The class and its ancestors (depth-first, left to right), each ("sym", id) or EXT."""
+        cached = self.ws._class_cache.get(class_id)
+        if cached is not None:
+            self.deps.update(cached[1])
+            return cached[0]
+        saved = self.deps
+        self.deps = set()
+        out: list[Value] = []
+        seen: set[str] = set()
+
+        def visit(cid: str, d: int) -> None:
+            if cid in seen or d > _MAX_DEPTH:
+                return
+            seen.add(cid)
+            out.append(("sym", cid))
+            path, _, qual = cid.partition("::")
+            info = self.ws.info.get(path)
+            if info is None:
+                return
+            cdef = info.defs.get(qual)
+            if cdef is None:
+                return
+            scope = qual.rpartition(".")[0]
+            for base in cdef.bases:
+                bval = self.deref_variable(self.eval_chain(info, scope, base, d + 1), d + 1)
+                if bval is not None and bval[0] == "sym":
+                    bpath, _, bqual = bval[1].partition("::")
+                    bdef = self.ws.info[bpath].defs.get(bqual)
+                    if bdef is not None and bdef.kind == "class":
+                        visit(bval[1], d + 1)
+                        continue
+                if bval is EXT or bval is None:
+                    out.append(EXT if bval is EXT else ("unknown", ""))
+
+        saved_resolver = self.resolver
+        visit(class_id, depth)
+        self.resolver = saved_resolver
+        deps = frozenset(self.deps)
+        self.ws._class_cache[class_id] = (out, deps)
+        self.deps = saved | deps
+        return out
+
+    def member(self, class_id: str, name: str, depth: int, skip_self: bool = False) -> Value:
+        """Look `name` up along the MRO: a member def, or a typed instance attribute."""
+        mro = self.class_mro(class_id, depth)
+        start = 1 if skip_self else 0
+        for i, entry in enumerate(mro[start:], start):
+            if entry is None:
+                continue
+            if entry[0] == "ext":
+                return EXT
+            if entry[0] == "unknown":
+                return None
+            cid = entry[1]
+            path, _, qual = cid.partition("::")
+            info = self.ws.info[path]
+            mq = info.members.get(qual, {}).get(name)
+            if i > 0:
+                self._weaken(RESOLVER_MRO)
+            if mq is not None:
+                d = info.defs[mq]
+                if d.kind == "variable":
+                    attr = info.defs[qual].attrs.get(name)
+                    if attr is not None:
+                        self._weaken(RESOLVER_TYPE)
+                        value = self.eval_chain(info, attr[0], attr[1], depth + 1)
+                        return value if value is not None else ("sym", symbol_id(path, mq))
+                return ("sym", symbol_id(path, mq))
+            attr = info.defs[qual].attrs.get(name)
+            if attr is not None:
+                self._weaken(RESOLVER_TYPE)
+                return self.eval_chain(info, attr[0], attr[1], depth + 1)
+        return None
+
+    def attr(self, value: Value, name: str, depth: int) -> Value:
+        value = self.deref_variable(value, depth)
+        if value is None or value is EXT:
+            return value
+        kind, ident = value
+        if kind == "mod":
+            return self.module_attr(ident, name, depth + 1)
+        if kind == "inst":
+            return self.member(ident, name, depth + 1)
+        if kind == "super":
+            return self.member(ident, name, depth + 1, skip_self=True)
+        if kind == "sym":
+            path, _, qual = ident.partition("::")
+            d = self.ws.info[path].defs.get(qual)
+            if d is not None and d.kind == "class":
+                return self.member(ident, name, depth + 1)
+        return None
+
+    # -- one file ---------------------------------------------------------------------------
+    def bind_file(self, path: str) -> FileBinding:
+        info = self.ws.info[path]
+        facts = info.facts
+        self.deps = set()
+        out = FileBinding(path)
+        edges: dict[tuple[str, str, str], Edge] = {}
+
+        def add(src: str, dst: str, kind: str, line: int, col: int, resolver: str, extra: tuple[str, ...] = ()) -> None:
+            key = (src, dst, kind)
+            old = edges.get(key)
+            if old is None:
+                edges[key] = Edge(src, dst, kind, path, line, col, resolver, extra)
+            elif extra:
+                merged = tuple(sorted(set(old.extra) | set(extra)))
+                edges[key] = Edge(src, dst, kind, path, old.line, old.col, old.resolver, merged)
+
+        def scope_node(scope: str) -> str:
+            return symbol_id(path, scope) if scope else path
+
+        # CONTAINS: file -> top-level defs, class -> members, function -> nested defs
+        for d in facts.defs:
+            parent = d.qual.rpartition(".")[0]
+            if parent and parent not in info.defs:
+                continue
+            add(scope_node(parent), symbol_id(path, d.qual), EdgeKind.CONTAINS.value, d.line, d.col, RESOLVER_CONTAINS)
+
+        # IMPORTS (file -> file, with names) and REFERENCES for imported project symbols
+        for imp in facts.imports:
+            module = self.absolute(info, imp)
+            if module is None:
+                continue
+            src_scope = scope_node(imp.scope)
+            if imp.name is None:
+                target = self.module_path(module)
+                if target is not None and target != path:
+                    add(path, target, EdgeKind.IMPORTS.value, imp.line, imp.col, RESOLVER_IMPORT, (module,))
+                continue
+            mpath = self.module_path(module)
+            if imp.name == "*":
+                if mpath is not None and mpath != path:
+                    add(path, mpath, EdgeKind.IMPORTS.value, imp.line, imp.col, RESOLVER_IMPORT, ("*",))
+                continue
+            sub = self.module_path(f"{module}.{imp.name}")
+            if mpath is not None and mpath != path:
+                add(path, mpath, EdgeKind.IMPORTS.value, imp.line, imp.col, RESOLVER_IMPORT, (imp.name,))
+            if sub is not None and sub != path and (mpath is None or imp.name not in self.ws.info[mpath].top):
+                add(path, sub, EdgeKind.IMPORTS.value, imp.line, imp.col, RESOLVER_IMPORT, (imp.name,))
+            self.resolver = RESOLVER_IMPORT
+            value = self.deref_variable(self.module_attr(module, imp.name, 0), 0) if mpath else None
+            if value is not None and value[0] == "sym" and value[1] != src_scope:
+                add(src_scope, value[1], EdgeKind.REFERENCES.value, imp.line, imp.col, RESOLVER_IMPORT)
+
+        # INHERITS and OVERRIDES
+        for d in facts.defs:
+            if d.kind != "class":
+                continue
+            cid = symbol_id(path, d.qual)
+            scope = d.qual.rpartition(".")[0]
+            for base in d.bases:
+                self.resolver = RESOLVER_SCOPE
+                bval = self.deref_variable(self.eval_chain(info, scope, base, 0), 0)
+                if bval is not None and bval[0] == "sym" and bval[1] != cid:
+                    add(cid, bval[1], EdgeKind.INHERITS.value, d.line, d.col, self.resolver)
+            for name, mq in info.members.get(d.qual, {}).items():
+                md = info.defs[mq]
+                if md.kind not in ("method", "test"):
+                    continue
+                self.resolver = RESOLVER_MRO
+                over = self.member(cid, name, 0, skip_self=True)
+                if over is not None and over[0] == "sym":
+                    opath, _, oqual = over[1].partition("::")
+                    odef = self.ws.info[opath].defs.get(oqual)
+                    if odef is not None and odef.kind in ("method", "test"):
+                        add(symbol_id(path, mq), over[1], EdgeKind.OVERRIDES.value, md.line, md.col, RESOLVER_MRO)
+
+        # CALLS, INSTANTIATES, REFERENCES from sites
+        for index, site in enumerate(facts.sites):
+            self.resolver = RESOLVER_SCOPE
+            chain = site.chain
+            if len(chain) == 1:
+                value = self.lookup(info, site.scope, chain[0].rstrip("()") if chain[0].endswith("()") else chain[0], 0)
+                if chain[0].endswith("()"):
+                    value = self.apply_call(value, 0)
+            else:
+                value = self.eval_chain(info, site.scope, chain[:-1], 0)
+                last = chain[-1]
+                value = self.attr(value, last[:-2] if last.endswith("()") else last, 0)
+            src = scope_node(site.scope)
+            if site.kind == CALL:
+                target = self.deref_variable(value, 0)
+                if target is None:
+                    out.unresolved.append(index)
+                    continue
+                if target is EXT or target[0] != "sym":
+                    if target is EXT:
+                        out.external += 1
+                    else:
+                        out.unresolved.append(index)
+                    continue
+                tpath, _, tqual = target[1].partition("::")
+                tdef = self.ws.info[tpath].defs.get(tqual)
+                if tdef is None:
+                    out.unresolved.append(index)
+                    continue
+                out.internal += 1
+                kind = EdgeKind.INSTANTIATES.value if tdef.kind == "class" else EdgeKind.CALLS.value
+                if tdef.kind == "variable":
+                    kind = EdgeKind.REFERENCES.value
+                add(src, target[1], kind, site.line, site.col, self.resolver)
+            else:
+                if value is None or value is EXT or value[0] != "sym" or value[1] == src:
+                    continue
+                add(src, value[1], EdgeKind.REFERENCES.value, site.line, site.col, self.resolver)
+
+        out.edges = sorted(edges.values(), key=lambda e: (e.src, e.kind, e.dst))
+        out.deps = self.deps
+        return out

@@ -1,0 +1,145 @@
+"""The code graph: the one owner of the networkx graph. Everything else asks it questions.
+
+Source of truth is per file: the nodes a file defines and the edges whose site is in that file.
+The networkx MultiDiGraph (key = edge kind) is kept in step with those lists; an edge whose target
+node does not exist (yet) is kept in the per-file list but not in the graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import networkx as nx
+
+from ctx_lsp.model import Edge, EdgeKind, Node
+
+
+class CodeGraph:
+    def __init__(self) -> None:
+        self.g: nx.MultiDiGraph = nx.MultiDiGraph()
+        self.file_nodes: dict[str, list[str]] = {}  # path -> node ids it defines (file node first)
+        self.file_edges: dict[str, list[Edge]] = {}  # site path -> edges sited there
+        self.extra_edges: dict[str, list[Edge]] = {}  # other producers (history, coverage), by producer key
+        self.by_name: dict[str, set[str]] = {}  # lower-cased short name -> node ids
+        self.revision = 0
+
+    # -- writes ----------------------------------------------------------------------------
+    def set_file(self, path: str, nodes: list[Node]) -> None:
+        """Replace the nodes of one file, updating attributes in place for ids that persist."""
+        old = set(self.file_nodes.get(path, ()))
+        new_ids = [n.id for n in nodes]
+        for node_id in old - set(new_ids):
+            self._drop_node(node_id)
+        for n in nodes:
+            if n.id in self.g:
+                prev = self.g.nodes[n.id]["n"]
+                if prev.name.lower() != n.name.lower():
+                    self._unindex(prev)
+                self.g.nodes[n.id]["n"] = n
+            else:
+                self.g.add_node(n.id, n=n)
+                # edges sited elsewhere that waited for this node
+            self.by_name.setdefault(n.name.lower(), set()).add(n.id)
+        self.file_nodes[path] = new_ids
+        self.revision += 1
+
+    def _unindex(self, n: Node) -> None:
+        ids = self.by_name.get(n.name.lower())
+        if ids is not None:
+            ids.discard(n.id)
+            if not ids:
+                del self.by_name[n.name.lower()]
+
+    def _drop_node(self, node_id: str) -> None:
+        if node_id in self.g:
+            self._unindex(self.g.nodes[node_id]["n"])
+            self.g.remove_node(node_id)
+
+    def remove_file(self, path: str) -> None:
+        for node_id in self.file_nodes.pop(path, []):
+            self._drop_node(node_id)
+        self.set_edges(path, [])
+        self.file_edges.pop(path, None)
+        self.revision += 1
+
+    def set_edges(self, path: str, edges: list[Edge], store: dict[str, list[Edge]] | None = None) -> None:
+        """Replace the edges sited in `path` (or owned by a producer key in `store`)."""
+        store = self.file_edges if store is None else store
+        for e in store.get(path, ()):
+            if self.g.has_edge(e.src, e.dst, key=e.kind):
+                data = self.g.edges[e.src, e.dst, e.kind]
+                if data["e"] == e:
+                    self.g.remove_edge(e.src, e.dst, key=e.kind)
+        store[path] = list(edges)
+        for e in edges:
+            if e.src in self.g and e.dst in self.g:
+                self.g.add_edge(e.src, e.dst, key=e.kind, e=e)
+        self.revision += 1
+
+    def relink(self) -> None:
+        """Add every stored edge whose endpoints now exist (after nodes were added)."""
+        for store in (self.file_edges, self.extra_edges):
+            for edges in store.values():
+                for e in edges:
+                    if e.src in self.g and e.dst in self.g and not self.g.has_edge(e.src, e.dst, key=e.kind):
+                        self.g.add_edge(e.src, e.dst, key=e.kind, e=e)
+
+    # -- reads -----------------------------------------------------------------------------
+    def node(self, node_id: str) -> Node | None:
+        data = self.g.nodes.get(node_id)
+        return data["n"] if data is not None else None
+
+    def __contains__(self, node_id: str) -> bool:
+        return node_id in self.g
+
+    def nodes(self) -> Iterator[Node]:
+        for _, data in self.g.nodes(data="n"):
+            yield data
+
+    def edges(self) -> Iterator[Edge]:
+        for _, _, data in self.g.edges(data="e"):
+            yield data
+
+    def out_edges(self, node_id: str, kinds: Iterable[str] | None = None) -> list[Edge]:
+        if node_id not in self.g:
+            return []
+        wanted = set(kinds) if kinds is not None else None
+        return [d for _, _, k, d in self.g.out_edges(node_id, keys=True, data="e") if wanted is None or k in wanted]
+
+    def in_edges(self, node_id: str, kinds: Iterable[str] | None = None) -> list[Edge]:
+        if node_id not in self.g:
+            return []
+        wanted = set(kinds) if kinds is not None else None
+        return [d for _, _, k, d in self.g.in_edges(node_id, keys=True, data="e") if wanted is None or k in wanted]
+
+    def symbols_named(self, name: str) -> list[Node]:
+        return [self.g.nodes[i]["n"] for i in sorted(self.by_name.get(name.lower(), ()))]
+
+    def nodes_of_file(self, path: str) -> list[Node]:
+        return [self.g.nodes[i]["n"] for i in self.file_nodes.get(path, []) if i in self.g]
+
+    def paths(self) -> list[str]:
+        return sorted(self.file_nodes)
+
+    def innermost(self, path: str, line: int) -> Node | None:
+        """The smallest symbol whose span holds `line` (1-based), or the file node."""
+        best: Node | None = None
+        for n in self.nodes_of_file(path):
+            if n.qualname is None:
+                if best is None:
+                    best = n
+                continue
+            if n.start_line <= line <= n.end_line:
+                if best is None or best.qualname is None or (n.end_line - n.start_line) <= (best.end_line - best.start_line):
+                    best = n
+        return best
+
+    def edge_counts(self) -> dict[str, int]:
+        counts = {k.value: 0 for k in EdgeKind}
+        for _, _, k in self.g.edges(keys=True):
+            counts[k] = counts.get(k, 0) + 1
+        return counts
+
+    def snapshot(self) -> tuple[frozenset[Node], frozenset[Edge]]:
+        """A comparable view of the whole graph (used to check incremental == from scratch)."""
+        return frozenset(self.nodes()), frozenset(self.edges())

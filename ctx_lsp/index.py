@@ -1,0 +1,461 @@
+"""The workspace index: discovery, extraction, binding and the graph, kept up to date incrementally.
+
+One code path builds from scratch and applies changes (`_apply`), which is what makes an
+incrementally updated graph equal a graph built from scratch on the same contents:
+re-extract the changed files, then re-bind them and every file whose recorded module lookups touch a
+module whose interface (names, kinds, bases, imports, types) or module-name mapping changed.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctx_lsp.bind import Binder, FileBinding, Workspace, interface_digest
+from ctx_lsp.discovery import FileFilter, discover, read_source
+from ctx_lsp.extract import FileFacts, content_digest, decode_source, extract
+from ctx_lsp.graph import CodeGraph
+from ctx_lsp.model import Node, NodeKind, symbol_id
+from ctx_lsp.store import (
+    IndexStore,
+    binding_from_wire,
+    binding_to_wire,
+    default_cache_dir,
+    facts_from_wire,
+    facts_to_wire,
+)
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+PARALLEL_THRESHOLD = 300  # below this many files a process pool costs more than it saves
+
+
+@dataclass
+class FileState:
+    size: int
+    mtime_ns: int
+    digest: str
+    overlay: bool = False  # content came from an editor buffer, not the disk
+
+
+@dataclass
+class BuildReport:
+    files: int = 0
+    extracted: int = 0
+    rebound: int = 0
+    seconds: float = 0.0
+    warm: bool = False
+
+
+def _extract_one(rel: str, abspath: str, max_bytes: int) -> tuple[str, FileFacts | None, str | None, int, int]:
+    data, reason = read_source(Path(abspath), max_bytes)
+    try:
+        st = os.stat(abspath)
+        size, mtime = st.st_size, st.st_mtime_ns
+    except OSError:
+        size, mtime = -1, -1
+    if data is None:
+        return rel, None, reason, size, mtime
+    text, decode_error = decode_source(data)
+    facts = extract(rel, text, content_digest(data))
+    if decode_error:
+        facts.errors.insert(0, decode_error)
+    return rel, facts, None, size, mtime
+
+
+def _extract_chunk(items: list[tuple[str, str, int]]) -> list[tuple[str, FileFacts | None, str | None, int, int]]:
+    return [_extract_one(*it) for it in items]
+
+
+_FORK_WS: Workspace | None = None
+
+
+def _bind_chunk(paths: list[str]) -> list[FileBinding]:
+    assert _FORK_WS is not None
+    binder = Binder(_FORK_WS)
+    return [binder.bind_file(p) for p in paths]
+
+
+def nodes_of(facts: FileFacts) -> list[Node]:
+    """The graph nodes one file defines: the file itself, then its symbols in source order."""
+    nodes = [Node(facts.path, NodeKind.FILE.value, facts.path, None, 1, max(facts.lines, 1), "", facts.doc)]
+    for d in facts.defs:
+        nodes.append(Node(symbol_id(facts.path, d.qual), d.kind, facts.path, d.qual, d.start, d.end,
+                          d.signature, d.doc))
+    return nodes
+
+
+class WorkspaceIndex:
+    """The persistent, incrementally updated code graph of one workspace root."""
+
+    def __init__(self, root: Path, cache_dir: Path | None = None, flt: FileFilter | None = None,
+                 workers: int | None = None) -> None:
+        self.root = root.resolve()
+        self.cache_dir = cache_dir if cache_dir is not None else default_cache_dir(self.root)
+        self.filter = flt or FileFilter()
+        self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+        self.store = IndexStore(self.cache_dir)
+        self.graph = CodeGraph()
+        self.facts: dict[str, FileFacts] = {}
+        self.bindings: dict[str, FileBinding] = {}
+        self.state: dict[str, FileState] = {}
+        self.skipped: dict[str, str] = {}
+        self.ws = Workspace({})
+        self.last_update = 0.0
+        self.listeners: list[Callable[[set[str]], None]] = []  # called with changed paths after updates
+        self.extra_state: dict[str, Any] = {}  # other producers' persisted state (history, coverage)
+
+    # -- building ----------------------------------------------------------------------------
+    def load_or_build(self, progress: Progress | None = None) -> BuildReport:
+        """Warm start from the cache when it is valid, re-reading only files whose stat changed."""
+        t0 = time.perf_counter()
+        report = BuildReport()
+        gc_was = gc.isenabled()
+        gc.disable()  # building millions of small objects: the cyclic GC only costs time here
+        try:
+            cached = self.store.load(self.root)
+            found = discover(self.root, self.filter)
+            for rel, reason in found.skipped:
+                self.skipped[rel] = reason
+            report.files = len(found.files)
+            todo = list(found.files)
+            if cached is not None:
+                # Warm: install the cached (mutually consistent) facts and bindings, then apply what
+                # changed on disk since as ordinary updates.
+                report.warm = True
+                if progress:
+                    progress("loading cache", 0, len(found.files))
+                facts: dict[str, FileFacts] = {}
+                binds: dict[str, FileBinding] = {}
+                stats: dict[str, tuple[int, int]] = {}
+                for rel, (size, mtime, digest, fw, bw) in cached["files"].items():
+                    facts[rel] = facts_from_wire(fw)
+                    if bw is not None:
+                        binds[rel] = binding_from_wire(bw)
+                    self.state[rel] = FileState(size, mtime, digest)
+                    stats[rel] = (size, mtime)
+                self.extra_state = cached.get("extra", {}) or {}
+                self._install(facts, binds)
+                todo = []
+                for rel, abspath in found.files.items():
+                    try:
+                        st = abspath.stat()
+                    except OSError:
+                        continue
+                    if stats.get(rel) != (st.st_size, st.st_mtime_ns):
+                        todo.append(rel)
+            fresh = self._extract_many(todo, found.files, progress)
+            report.extracted = len(fresh)
+            changes: dict[str, FileFacts | None] = {
+                rel: f for rel, f in fresh.items() if rel not in self.facts or self.facts[rel].digest != f.digest
+            }
+            changes.update({rel: None for rel in self.facts if rel not in found.files})
+            report.rebound = self._apply(changes, progress)
+            self.save()
+        finally:
+            if gc_was:
+                gc.enable()
+            gc.freeze()  # long-lived graph objects need not be scanned again
+        report.seconds = time.perf_counter() - t0
+        self.last_update = time.time()
+        return report
+
+    def _install(self, facts: dict[str, FileFacts], bindings: dict[str, FileBinding]) -> None:
+        self.facts = dict(facts)
+        self.bindings = {p: b for p, b in bindings.items() if p in facts}
+        self.ws = Workspace(self.facts)
+        for path in sorted(self.facts):
+            self.graph.set_file(path, nodes_of(self.facts[path]))
+        for path in sorted(self.bindings):
+            self.graph.set_edges(path, self.bindings[path].edges)
+        self.graph.relink()
+
+    def _extract_many(self, todo: list[str], files: dict[str, Path], progress: Progress | None) -> dict[str, FileFacts]:
+        out: dict[str, FileFacts] = {}
+        items = [(rel, str(files[rel]), self.filter.max_bytes) for rel in todo]
+        total = len(items)
+        results: list[tuple[str, FileFacts | None, str | None, int, int]] = []
+        if self.workers > 1 and total >= PARALLEL_THRESHOLD:
+            chunk = max(16, total // (self.workers * 8))
+            chunks = [items[i : i + chunk] for i in range(0, total, chunk)]
+            with ProcessPoolExecutor(self.workers) as pool:
+                done = 0
+                for part in pool.map(_extract_chunk, chunks):
+                    results.extend(part)
+                    done += len(part)
+                    if progress:
+                        progress("parsing", done, total)
+        else:
+            for i, it in enumerate(items):
+                results.append(_extract_one(*it))
+                if progress and (i % 50 == 0 or i == total - 1):
+                    progress("parsing", i + 1, total)
+        for rel, facts, reason, size, mtime in results:
+            if facts is None:
+                self.skipped[rel] = reason or "skipped"
+                continue
+            self.skipped.pop(rel, None)
+            out[rel] = facts
+            self.state[rel] = FileState(size, mtime, facts.digest)
+        return out
+
+    # -- incremental updates -------------------------------------------------------------
+    def _apply(self, changed: dict[str, FileFacts | None], progress: Progress | None = None) -> int:
+        """Apply new facts (None = removed) and re-bind what they affect. Returns files re-bound."""
+        if not changed:
+            return 0
+        old_ws = self.ws
+        old_iface = {p: interface_digest(self.facts[p]) for p in changed if p in self.facts}
+        added_or_removed = any((p in self.facts) != (f is not None) for p, f in changed.items())
+        for p, f in changed.items():
+            if f is None:
+                self.facts.pop(p, None)
+                self.bindings.pop(p, None)
+            else:
+                self.facts[p] = f
+        if added_or_removed or not old_ws.info:
+            self.ws = Workspace(self.facts)
+        else:
+            from ctx_lsp.bind import build_module_info
+
+            for p, f in changed.items():
+                if f is not None:
+                    self.ws.info[p] = build_module_info(f, self.ws.canonical[p])
+            self.ws._class_cache.clear()
+        ws = self.ws
+        # module names whose meaning changed
+        names: set[str] = set()
+        for p, f in changed.items():
+            iface_changed = f is None or p not in old_iface or old_iface[p] != interface_digest(f)
+            if iface_changed:
+                names.update(n for n, path in old_ws.modules.items() if path == p)
+                names.update(n for n, path in ws.modules.items() if path == p)
+        if ws is not old_ws:
+            for n in set(old_ws.modules) | set(ws.modules):
+                if old_ws.modules.get(n) != ws.modules.get(n):
+                    names.add(n)
+            names.update(old_ws.prefixes ^ ws.prefixes)
+            for p in ws.canonical:
+                if old_ws.canonical.get(p) != ws.canonical.get(p):
+                    names.add("\0canonical:" + p)
+        rebind = {p for p, f in changed.items() if f is not None}
+        if names:
+            for p, b in self.bindings.items():
+                if p not in rebind and not b.deps.isdisjoint(names):
+                    rebind.add(p)
+            for p in ws.canonical:
+                if "\0canonical:" + p in names:
+                    rebind.add(p)
+        # nodes first, so edges into new nodes can be linked
+        for p in sorted(changed):
+            f = changed[p]
+            if f is None:
+                self.graph.remove_file(p)
+                self.state.pop(p, None)
+            else:
+                self.graph.set_file(p, nodes_of(f))
+        order = sorted(rebind)
+        results = self._bind_many(order, progress)
+        for b in results:
+            self.bindings[b.path] = b
+            self.graph.set_edges(b.path, b.edges)
+        self.graph.relink()
+        self.last_update = time.time()
+        touched = set(changed) | rebind
+        for listener in list(self.listeners):
+            try:
+                listener(touched)
+            except Exception:  # a listener never breaks the index
+                log.exception("index listener failed")
+        return len(rebind)
+
+    def _bind_many(self, order: list[str], progress: Progress | None) -> list[FileBinding]:
+        global _FORK_WS
+        total = len(order)
+        if self.workers > 1 and total >= PARALLEL_THRESHOLD * 2 and hasattr(os, "fork"):
+            import multiprocessing
+
+            _FORK_WS = self.ws  # forked workers inherit the module table copy-on-write
+            try:
+                chunk = max(32, total // (self.workers * 6))
+                chunks = [order[i : i + chunk] for i in range(0, total, chunk)]
+                out: list[FileBinding] = []
+                ctx = multiprocessing.get_context("fork")
+                with ProcessPoolExecutor(self.workers, mp_context=ctx) as pool:
+                    for part in pool.map(_bind_chunk, chunks):
+                        out.extend(part)
+                        if progress:
+                            progress("binding", len(out), total)
+                return out
+            finally:
+                _FORK_WS = None
+        binder = Binder(self.ws)
+        out = []
+        for i, p in enumerate(order):
+            out.append(binder.bind_file(p))
+            if progress and (i % 100 == 0 or i == total - 1):
+                progress("binding", i + 1, total)
+        return out
+
+    def rel(self, path: Path | str) -> str:
+        """Workspace-relative POSIX path of `path`; raises ValueError when it is outside the root."""
+        p = Path(path)
+        if not p.is_absolute():
+            p = self.root / p
+        p = Path(os.path.normpath(p))
+        try:
+            return p.relative_to(self.root).as_posix()
+        except ValueError:
+            raise ValueError(f"{path} is outside the workspace root {self.root}") from None
+
+    def accepts(self, rel: str) -> bool:
+        """Whether a workspace-relative path would be indexed (filters and skip rules)."""
+        if not rel.endswith(".py"):
+            return False
+        from ctx_lsp.discovery import SKIP_DIRS
+
+        parts = rel.split("/")
+        if any(p in SKIP_DIRS or p.endswith(".egg-info") for p in parts[:-1]):
+            return False
+        inc = self.filter.spec(self.filter.include)
+        exc = self.filter.spec(self.filter.exclude)
+        if inc is not None and not inc.match_file(rel):
+            return False
+        return not (exc is not None and exc.match_file(rel))
+
+    def update_file(self, rel: str, text: str, overlay: bool = False) -> int:
+        """Set one file's content (an editor buffer or the disk). Returns the number of files re-bound."""
+        data = text.encode("utf-8", "surrogatepass")
+        digest = content_digest(data)
+        old = self.facts.get(rel)
+        st = self.state.get(rel)
+        if old is not None and old.digest == digest and st is not None and st.overlay == overlay:
+            return 0
+        facts = extract(rel, text, digest)
+        size, mtime = len(data), -1
+        if not overlay:
+            try:
+                s = (self.root / rel).stat()
+                size, mtime = s.st_size, s.st_mtime_ns
+            except OSError:
+                pass
+        self.state[rel] = FileState(size, mtime, digest, overlay)
+        if old is not None and old.digest == digest:
+            return 0
+        return self._apply({rel: facts})
+
+    def remove_file(self, rel: str) -> int:
+        if rel not in self.facts:
+            return 0
+        return self._apply({rel: None})
+
+    def rename_file(self, old: str, new: str, text: str | None = None) -> int:
+        facts = self.facts.get(old)
+        if facts is None and text is None:
+            return 0
+        if text is None:
+            try:
+                text = decode_source((self.root / new).read_bytes())[0]
+            except OSError:
+                text = None
+        changes: dict[str, FileFacts | None] = {old: None}
+        if text is not None:
+            changes[new] = extract(new, text)
+            data = text.encode("utf-8", "surrogatepass")
+            self.state[new] = FileState(len(data), -1, changes[new].digest)  # type: ignore[union-attr]
+        return self._apply(changes)
+
+    def refresh(self) -> list[str]:
+        """Bring the index in line with the disk (files whose size or mtime changed, added, removed).
+
+        Files held as editor overlays are left alone. Returns the changed paths.
+        """
+        found = discover(self.root, self.filter)
+        changed: dict[str, FileFacts | None] = {}
+        for rel, reason in found.skipped:
+            self.skipped[rel] = reason
+        todo: list[str] = []
+        for rel, abspath in found.files.items():
+            st = self.state.get(rel)
+            if st is not None and st.overlay:
+                continue
+            try:
+                s = abspath.stat()
+            except OSError:
+                continue
+            if st is None or st.size != s.st_size or st.mtime_ns != s.st_mtime_ns:
+                todo.append(rel)
+        fresh = self._extract_many(todo, found.files, None)
+        for rel, f in fresh.items():
+            old = self.facts.get(rel)
+            if old is None or old.digest != f.digest:
+                changed[rel] = f
+        for rel in list(self.facts):
+            st = self.state.get(rel)
+            if rel not in found.files and not (st is not None and st.overlay):
+                changed[rel] = None
+        self._apply(changed)
+        if changed or todo:
+            self.save()
+        return sorted(changed)
+
+    # -- persistence and status ------------------------------------------------------------
+    def save(self) -> None:
+        files: dict[str, Any] = {}
+        for rel, f in self.facts.items():
+            st = self.state.get(rel)
+            if st is None or st.overlay:
+                continue  # an unsaved buffer is never persisted as if it were the disk
+            b = self.bindings.get(rel)
+            files[rel] = [st.size, st.mtime_ns, st.digest, facts_to_wire(f), binding_to_wire(b) if b else None]
+        try:
+            self.store.save(self.root, files, {"extra": self.extra_state})
+        except OSError as exc:
+            log.warning("could not write the cache %s: %s", self.store.path, exc)
+
+    def errors(self) -> list[dict[str, str]]:
+        out = [{"path": p, "message": m} for p, f in sorted(self.facts.items()) for m in f.errors]
+        out.extend({"path": p, "message": r} for p, r in sorted(self.skipped.items()))
+        return out
+
+    def resolution_counts(self) -> dict[str, int]:
+        internal = sum(b.internal for b in self.bindings.values())
+        external = sum(b.external for b in self.bindings.values())
+        unresolved = sum(len(b.unresolved) for b in self.bindings.values())
+        return {"internal": internal, "external": external, "unresolved": unresolved}
+
+    def dirty_files(self) -> list[str]:
+        return sorted(p for p, st in self.state.items() if st.overlay)
+
+
+@dataclass
+class IndexSummary:
+    root: str
+    files: int
+    nodes: int
+    edges: dict[str, int] = field(default_factory=dict)
+    unresolved_sites: int = 0
+    errors: list[dict[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def summarize(index: WorkspaceIndex, seconds: float) -> dict[str, Any]:
+    """The `ctx-lsp index --json` object (a documented contract)."""
+    return {
+        "root": str(index.root),
+        "files": len(index.facts),
+        "nodes": index.graph.g.number_of_nodes(),
+        "edges": index.graph.edge_counts(),
+        "unresolved_sites": index.resolution_counts()["unresolved"],
+        "resolution": index.resolution_counts(),
+        "errors": index.errors(),
+        "seconds": round(seconds, 3),
+    }

@@ -1,0 +1,119 @@
+"""Persistence of per-file facts, bindings and jedi results with msgpack, in the cache directory.
+
+The cache is versioned: one from another version, or a truncated or corrupt one, is discarded with a
+single log line and rebuilt. Writes go to a temporary file that is renamed over the old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import platformdirs
+
+from ctx_lsp import __version__
+from ctx_lsp.bind import FileBinding
+from ctx_lsp.extract import Def, FileFacts, Import, Site
+from ctx_lsp.model import Edge
+
+log = logging.getLogger(__name__)
+
+SCHEMA = 3
+CACHE_ENV = "CTX_LSP_CACHE_DIR"
+
+
+def default_cache_dir(root: Path) -> Path:
+    """The cache directory of a workspace: keyed by its absolute path under the user's cache dir."""
+    base = Path(os.environ[CACHE_ENV]) if os.environ.get(CACHE_ENV) else Path(platformdirs.user_cache_dir("ctx-lsp"))
+    key = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]
+    return base / f"{root.resolve().name}-{key}"
+
+
+def _t(x: Any) -> Any:
+    return tuple(x) if x is not None else None
+
+
+def facts_to_wire(f: FileFacts) -> list[Any]:
+    return [
+        f.path, f.digest, f.lines,
+        [[d.qual, d.kind, d.start, d.end, d.line, d.col, d.signature, d.doc, [list(b) for b in d.bases],
+          [list(c) for c in d.decorators], d.returns, d.value,
+          {k: [v[0], list(v[1])] for k, v in d.attrs.items()},
+          {k: (list(v) if v is not None else None) for k, v in d.locals.items()}, d.words] for d in f.defs],
+        [[i.scope, i.line, i.col, i.module, i.name, i.asname, i.level, i.guarded] for i in f.imports],
+        [[s.scope, s.line, s.col, list(s.chain), s.kind] for s in f.sites],
+        f.all_names, f.words, f.doc, f.errors, f.is_test_file,
+    ]
+
+
+def facts_from_wire(w: list[Any]) -> FileFacts:
+    f = FileFacts(path=w[0], digest=w[1], lines=w[2])
+    f.defs = [
+        Def(qual=d[0], kind=d[1], start=d[2], end=d[3], line=d[4], col=d[5], signature=d[6], doc=d[7],
+            bases=[tuple(b) for b in d[8]], decorators=[tuple(c) for c in d[9]], returns=_t(d[10]), value=_t(d[11]),
+            attrs={k: (v[0], tuple(v[1])) for k, v in d[12].items()},
+            locals={k: _t(v) for k, v in d[13].items()}, words=d[14])
+        for d in w[3]
+    ]
+    f.imports = [Import(*i) for i in w[4]]
+    f.sites = [Site(s[0], s[1], s[2], tuple(s[3]), s[4]) for s in w[5]]
+    f.all_names, f.words, f.doc, f.errors, f.is_test_file = w[6], w[7], w[8], list(w[9]), w[10]
+    return f
+
+
+def edge_to_wire(e: Edge) -> list[Any]:
+    return [e.src, e.dst, e.kind, e.path, e.line, e.col, e.resolver, list(e.extra)]
+
+
+def edge_from_wire(w: list[Any]) -> Edge:
+    return Edge(w[0], w[1], w[2], w[3], w[4], w[5], w[6], tuple(w[7]))
+
+
+def binding_to_wire(b: FileBinding) -> list[Any]:
+    return [b.path, [edge_to_wire(e) for e in b.edges], sorted(b.deps), b.internal, b.external, b.unresolved]
+
+
+def binding_from_wire(w: list[Any]) -> FileBinding:
+    return FileBinding(w[0], [edge_from_wire(e) for e in w[1]], set(w[2]), w[3], w[4], list(w[5]))
+
+
+class IndexStore:
+    """Reads and writes one workspace's cache file."""
+
+    def __init__(self, cache_dir: Path) -> None:
+        self.cache_dir = cache_dir
+        self.path = cache_dir / "index.msgpack"
+
+    def load(self, root: Path) -> dict[str, Any] | None:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("cache unreadable, rebuilding: %s", exc)
+            return None
+        try:
+            data = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+            if not isinstance(data, dict) or data.get("schema") != SCHEMA or data.get("version") != __version__:
+                log.warning("cache from another version, rebuilding: %s", self.path)
+                return None
+            if data.get("root") != str(root.resolve()):
+                log.warning("cache belongs to another workspace, rebuilding: %s", self.path)
+                return None
+            return data
+        except Exception as exc:  # truncated or corrupt: any decoding error means rebuild
+            log.warning("cache corrupt, rebuilding (%s): %s", type(exc).__name__, self.path)
+            return None
+
+    def save(self, root: Path, files: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        data = {"schema": SCHEMA, "version": __version__, "root": str(root.resolve()), "files": files}
+        if extra:
+            data.update(extra)
+        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(msgpack.packb(data, use_bin_type=True))
+        os.replace(tmp, self.path)
