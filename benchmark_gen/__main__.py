@@ -1,0 +1,67 @@
+"""`python -m benchmark_gen {speed,generate,evaluate,verify-edges} ...`: headless benchmarks over the core."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmark_gen")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("speed", help="cold/warm/update/query timings per root")
+    p.add_argument("roots", nargs="+", metavar="ROOT")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--edits", type=int, default=50, help="random single-file edits for update latency")
+    p.add_argument("--queries", type=int, default=50, help="queries for query latency")
+    p.add_argument("--no-refine", action="store_true", help="skip the jedi refinement timing")
+
+    p = sub.add_parser("generate", help="emit a deterministic gold retrieval benchmark (JSONL)")
+    p.add_argument("root", metavar="ROOT")
+    p.add_argument("--out", required=True)
+    p.add_argument("--per-relation", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+
+    p = sub.add_parser("evaluate", help="evaluate retrieval strategies on a generated benchmark")
+    p.add_argument("file", metavar="FILE.jsonl")
+    p.add_argument("--root", required=True)
+    p.add_argument("--strategies", default=None, help="comma-separated strategy names (default: all)")
+    p.add_argument("--k", default="1,5,10")
+    p.add_argument("--out", default=None, help="markdown report")
+    p.add_argument("--json", default=None, help="JSON report")
+    p.add_argument("--edges", default=None, help="a verify-edges JSON result to add a graph accuracy section")
+
+    p = sub.add_parser("verify-edges", help="edge precision/recall against pyright and runtime traces")
+    p.add_argument("root", metavar="ROOT")
+    p.add_argument("--sample", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None)
+    p.add_argument("--out", default=None)
+    p.add_argument("--trace-cmd", default=None, help="test command to run under the call tracer (dynamic oracle)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "speed":
+        from benchmark_gen.speed import run_speed
+
+        return run_speed(args)
+    if args.command == "generate":
+        from benchmark_gen.generate import run_generate
+
+        return run_generate(args)
+    if args.command == "evaluate":
+        from benchmark_gen.evaluate import run_evaluate
+
+        return run_evaluate(args)
+    if args.command == "verify-edges":
+        from benchmark_gen.verify_edges import run_verify_edges
+
+        return run_verify_edges(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""The `ctx-lsp` command line: a thin adapter over the engine.
+
+Output formats are contracts (see README "CLI reference"). Errors are one line on stderr and a
+non-zero exit. Progress goes to stderr when it is a terminal, else a one-line summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ctx_lsp import __version__
+from ctx_lsp.discovery import FileFilter
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one line, exit status 2."""
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", default=None, help="workspace root (default: the current directory)")
+    p.add_argument("--cache-dir", default=None, help="cache directory (default: per-workspace user cache; env CTX_LSP_CACHE_DIR)")
+    p.add_argument("--include", action="append", default=[], help="glob of files to index (repeatable)")
+    p.add_argument("--exclude", action="append", default=[], help="glob of files to skip (repeatable)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log debug information to stderr")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ctx-lsp", description="Typed code graph and context retrieval for Python workspaces.")
+    parser.add_argument("--version", action="version", version=f"ctx-lsp {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("index", help="build or update the persistent index and print counts")
+    p.add_argument("root_pos", nargs="?", metavar="ROOT", help="workspace root (same as --root)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_common(p)
+
+    p = sub.add_parser("neighbors", help="typed 1-hop neighbourhood of a file or symbol")
+    p.add_argument("target", metavar="TARGET", help="a file path or a (qualified) symbol name")
+    p.add_argument("--json", action="store_true")
+    _add_common(p)
+
+    p = sub.add_parser("context", help="the smallest explained context for a question or task")
+    p.add_argument("query", nargs="+", metavar="QUERY", help="the question or task; '-' reads it from stdin")
+    p.add_argument("--budget", type=int, default=4000, help="hard token budget (default 4000)")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print the ContextPack as JSON")
+    fmt.add_argument("--markdown", action="store_true", help="print the ContextPack as markdown (the default)")
+    _add_common(p)
+
+    p = sub.add_parser("serve", help="run the language server (stdio by default)")
+    p.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=2087)
+    p.add_argument("--log-file", default=None, help="log to this file instead of stderr")
+    p.add_argument("-v", "--verbose", action="store_true")
+
+    p = sub.add_parser("mcp", help="run the MCP bridge for coding agents (stdio)")
+    _add_common(p)
+
+    p = sub.add_parser("coverage", help="import per-test coverage as COVERS edges")
+    csub = p.add_subparsers(dest="coverage_command", required=True)
+    pr = csub.add_parser("run", help="run COMMAND under coverage.py with per-test contexts and import it")
+    pr.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+    _add_common(pr)
+    pi = csub.add_parser("import", help="import an existing coverage data file that has contexts")
+    pi.add_argument("file", nargs="?", default=None, metavar="FILE")
+    _add_common(pi)
+    return parser
+
+
+def _root(args: argparse.Namespace) -> Path:
+    raw = getattr(args, "root_pos", None) or args.root or "."
+    root = Path(raw)
+    if not root.exists():
+        raise CliError(f"root does not exist: {raw}")
+    if not root.is_dir():
+        raise CliError(f"root is not a directory: {raw}")
+    return root.resolve()
+
+
+def _filter(args: argparse.Namespace) -> FileFilter:
+    return FileFilter(include=tuple(args.include), exclude=tuple(args.exclude))
+
+
+class _Progress:
+    """Progress on stderr when it is a terminal; otherwise silent (a summary line is printed at the end)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if not self.tty:
+            return
+        now = time.monotonic()
+        if now - self.last < 0.1 and done < total:
+            return
+        self.last = now
+        sys.stderr.write(f"\r\x1b[2K{stage}: {done}/{total}")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def open_engine(args: argparse.Namespace, progress: Any = None):  # type: ignore[no-untyped-def]
+    from ctx_lsp.engine import Engine
+
+    engine = Engine(_root(args), cache_dir=Path(args.cache_dir) if args.cache_dir else None, flt=_filter(args))
+    engine.open(progress)
+    return engine
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from ctx_lsp.index import summarize
+
+    t0 = time.perf_counter()
+    progress = _Progress()
+    engine = open_engine(args, progress)
+    summary = summarize(engine.index, time.perf_counter() - t0)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        edges = summary["edges"]
+        print(f"{summary['root']}: {summary['files']} files, {summary['nodes']} nodes, "
+              f"{sum(edges.values())} edges in {summary['seconds']:.2f} s")
+        for kind, n in edges.items():
+            if n:
+                print(f"  {kind:<13} {n}")
+        r = summary["resolution"]
+        print(f"  call sites: {r['internal']} in the workspace, {r['external']} outside, {r['unresolved']} unresolved")
+        if summary["errors"]:
+            print(f"  {len(summary['errors'])} problems (first: {summary['errors'][0]['path']}: {summary['errors'][0]['message']})")
+    if not progress.tty:
+        print(f"indexed {summary['files']} files in {summary['seconds']:.2f} s", file=sys.stderr)
+    return 0
+
+
+def cmd_neighbors(args: argparse.Namespace) -> int:
+    from ctx_lsp.engine import TargetNotFound
+
+    engine = open_engine(args)
+    try:
+        node_id = engine.resolve_target(args.target)
+        items = engine.neighbors(node_id)
+    except (TargetNotFound, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        out = {"target": node_id, "neighbors": [
+            {"path": i["path"], "symbol": i["symbol"], "kind": i["kind"], "edge": i["edge"], "direction": i["direction"],
+             "site": {"path": i["site"]["path"], "line": i["site"]["line"]}, "resolver": i["resolver"],
+             **({"names": i["names"]} if "names" in i else {}), **({"commit": i["commit"]} if "commit" in i else {})}
+            for i in items]}
+        print(json.dumps(out, indent=2))
+        return 0
+    print(node_id)
+    current = None
+    for i in items:
+        group = (i["edge"], i["direction"])
+        if group != current:
+            current = group
+            print(f"{i['edge']} {'->' if i['direction'] == 'out' else '<-'}")
+        name = f"{i['path']}::{i['symbol']}" if i["symbol"] else i["path"]
+        print(f"  {name}  (site {i['site']['path']}:{i['site']['line']}, {i['resolver']})")
+    return 0
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    query = " ".join(args.query).strip()
+    if query == "-":
+        query = sys.stdin.read().strip()
+    if not query:
+        raise CliError("empty query")
+    if args.budget <= 0:
+        raise CliError("--budget must be a positive number of tokens")
+    engine = open_engine(args)
+    pack = engine.context(query, args.budget)
+    if args.json:
+        print(json.dumps(pack, indent=2))
+    else:
+        from ctx_lsp.retrieval.render import to_markdown
+
+        print(to_markdown(pack))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from ctx_lsp.server import run_server
+
+    return run_server(args)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from ctx_lsp.mcp_bridge import run_mcp
+
+    return run_mcp(args)
+
+
+def cmd_coverage(args: argparse.Namespace) -> int:
+    from ctx_lsp.coverage_cli import run_coverage_command
+
+    return run_coverage_command(args)
+
+
+COMMANDS = {"index": cmd_index, "neighbors": cmd_neighbors, "context": cmd_context, "serve": cmd_serve,
+            "mcp": cmd_mcp, "coverage": cmd_coverage}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command not in ("serve",):
+        logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING,
+                            format="ctx-lsp: %(message)s", stream=sys.stderr)
+    try:
+        return COMMANDS[args.command](args)
+    except CliError as exc:
+        print(f"ctx-lsp: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,254 @@
+"""The one engine behind the CLI, the language server and the MCP bridge.
+
+Adapters translate their protocol to these calls and back; nothing here knows LSP or MCP.
+Paths are workspace-relative POSIX strings; lines are 1-based; columns are 0-based code points.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ctx_lsp.discovery import FileFilter
+from ctx_lsp.index import BuildReport, Progress, WorkspaceIndex
+from ctx_lsp.model import Edge, EdgeKind, Node
+
+Checkpoint = Callable[[], None]  # called between retrieval stages; may raise to cancel
+
+RELATIONS = ("callers", "callees", "implementations", "references", "importers", "tests", "history")
+
+
+class TargetNotFound(LookupError):
+    """A file or symbol that is not in the index."""
+
+
+class Engine:
+    """A workspace index plus retrieval and memory, with a lock so adapters can share it."""
+
+    def __init__(self, root: Path, cache_dir: Path | None = None, flt: FileFilter | None = None,
+                 jedi: bool = False) -> None:
+        self.index = WorkspaceIndex(root, cache_dir=cache_dir, flt=flt)
+        self.root = self.index.root
+        self.jedi_enabled = jedi
+        self.lock = threading.RLock()
+        self.opened = False
+        self._retriever: Any = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def open(self, progress: Progress | None = None) -> BuildReport:
+        with self.lock:
+            report = self.index.load_or_build(progress)
+            self.opened = True
+            return report
+
+    def refresh(self) -> list[str]:
+        """Re-read files changed on disk (by size/mtime, then content hash)."""
+        with self.lock:
+            if not self.opened:
+                self.open()
+                return []
+            return self.index.refresh()
+
+    @property
+    def graph(self):  # type: ignore[no-untyped-def]
+        return self.index.graph
+
+    # -- targets ----------------------------------------------------------------------------
+    def resolve_target(self, target: str) -> str:
+        """A node id for a file path (absolute or workspace-relative) or a (qualified) symbol name.
+
+        Raises TargetNotFound with a one-line message; ValueError for a path outside the root.
+        """
+        g = self.index.graph
+        t = target.strip()
+        if not t:
+            raise TargetNotFound("empty target")
+        if t.endswith(".py") or "/" in t or Path(t).is_absolute():
+            p = Path(t)
+            if not p.is_absolute():
+                # relative to the root when it names a file there, else to the current directory
+                p = self.root / p if (self.root / p).exists() else Path.cwd() / p
+            rel = self.index.rel(p)
+            if rel in g:
+                return rel
+            raise TargetNotFound(f"file not in the index: {rel}")
+        if "::" in t and t in g:
+            return t
+        candidates = self.find_symbols(t)
+        if not candidates:
+            raise TargetNotFound(f"unknown symbol: {t}")
+        return candidates[0].id
+
+    def find_symbols(self, name: str) -> list[Node]:
+        """Symbols matching a qualified name (`Class.method`, `pkg.mod.func`) or a short name, best first."""
+        g = self.index.graph
+        parts = name.replace("::", ".").split(".")
+        short = parts[-1]
+        hits = [n for n in g.symbols_named(short) if n.qualname is not None]
+        if len(parts) > 1:
+            dotted = name.replace("::", ".")
+
+            def full(n: Node) -> str:
+                mod = self.index.ws.canonical.get(n.path, n.path)
+                return f"{mod}.{n.qualname}"
+
+            exact = [n for n in hits if n.qualname == dotted or full(n) == dotted or full(n).endswith("." + dotted)]
+            hits = exact
+        kind_rank = {"class": 0, "function": 1, "method": 2, "test": 3, "variable": 4}
+        return sorted(hits, key=lambda n: (n.qualname != short and n.qualname != name, kind_rank.get(n.kind, 5),
+                                           "test" in n.path, n.path, n.qualname or ""))
+
+    def symbol_at(self, path: str, line: int, col: int | None = None) -> Node | None:
+        """The innermost symbol at a position (1-based line), preferring a name the cursor is on."""
+        g = self.index.graph
+        if col is not None:
+            facts = self.index.facts.get(path)
+            if facts is not None:
+                # on a call/reference site: the symbol it names
+                for e in self.index.graph.file_edges.get(path, []):
+                    if e.line == line and e.kind in ("CALLS", "INSTANTIATES", "REFERENCES", "INHERITS") and \
+                            e.col <= col <= e.col + len(e.dst.rsplit(".", 1)[-1].rsplit(":", 1)[-1]):
+                        n = g.node(e.dst)
+                        if n is not None and e.kind != "INHERITS":
+                            return n
+        return g.innermost(path, line)
+
+    # -- neighbourhoods -----------------------------------------------------------------------
+    def neighbors(self, node_id: str) -> list[dict[str, Any]]:
+        """Typed 1-hop neighbourhood in both directions (the `neighbors --json` items).
+
+        For a file, edges of the file node and of every symbol it defines are included, except the
+        file's own CONTAINS edges to its symbols.
+        """
+        g = self.index.graph
+        node = g.node(node_id)
+        if node is None:
+            raise TargetNotFound(f"not in the index: {node_id}")
+        members = [node_id]
+        if node.qualname is None:
+            members = [n.id for n in g.nodes_of_file(node.path)]
+        member_set = set(members)
+        out: list[dict[str, Any]] = []
+        seen: set[tuple[str, str, str, str]] = set()
+        for m in members:
+            for e in g.out_edges(m):
+                if e.dst in member_set and node.qualname is None:
+                    continue
+                self._add_neighbor(out, seen, e, e.dst, "out", m)
+            for e in g.in_edges(m):
+                if e.src in member_set and node.qualname is None:
+                    continue
+                self._add_neighbor(out, seen, e, e.src, "in", m)
+        out.sort(key=lambda d: (d["edge"], d["direction"], d["path"], d["symbol"] or "", d["site"]["line"]))
+        return out
+
+    def _add_neighbor(self, out: list[dict[str, Any]], seen: set[tuple[str, str, str, str]], e: Edge, other: str,
+                      direction: str, member: str) -> None:
+        key = (e.kind, direction, other, member)
+        if key in seen:
+            return
+        seen.add(key)
+        n = self.index.graph.node(other)
+        if n is None:
+            return
+        item: dict[str, Any] = {
+            "path": n.path, "symbol": n.qualname, "kind": n.kind, "line": n.start_line, "edge": e.kind,
+            "direction": direction, "site": {"path": e.path, "line": e.line, "col": e.col},
+            "resolver": e.resolver, "from_symbol": self.index.graph.node(member).qualname if member in self.index.graph else None,  # type: ignore[union-attr]
+        }
+        if e.extra:
+            item["names"] = list(e.extra)
+        if n.kind == "commit":
+            item["commit"] = {"signature": n.signature, "doc": n.doc}
+        out.append(item)
+
+    def architectural(self, path: str) -> dict[str, Any]:
+        """A file's neighbourhood grouped by (edge kind, direction)."""
+        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for item in self.neighbors(path):
+            groups.setdefault((item["edge"], item["direction"]), []).append(item)
+        return {
+            "path": path,
+            "groups": [{"edge": k[0], "direction": k[1], "neighbors": v} for k, v in sorted(groups.items())],
+        }
+
+    def related(self, node_id: str, relation: str) -> list[dict[str, Any]]:
+        """Nodes in one relation to a symbol, each with a reason: callers, callees, implementations, ..."""
+        if relation not in RELATIONS:
+            raise ValueError(f"unknown relation {relation!r}; expected one of {', '.join(RELATIONS)}")
+        g = self.index.graph
+        node = g.node(node_id)
+        if node is None:
+            raise TargetNotFound(f"not in the index: {node_id}")
+        spec: dict[str, tuple[str, tuple[str, ...]]] = {
+            "callers": ("in", (EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value)),
+            "callees": ("out", (EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value)),
+            "implementations": ("in", (EdgeKind.INHERITS.value, EdgeKind.OVERRIDES.value)),
+            "references": ("in", (EdgeKind.REFERENCES.value, EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value)),
+            "importers": ("in", (EdgeKind.IMPORTS.value,)),
+            "tests": ("in", (EdgeKind.COVERS.value,)),
+            "history": ("in", (EdgeKind.TOUCHED.value,)),
+        }
+        direction, kinds = spec[relation]
+        ids = [node_id]
+        if relation == "importers" and node.qualname is not None:
+            ids = [node.path]
+        out: list[dict[str, Any]] = []
+        frontier = list(ids)
+        seen_nodes: set[str] = set()
+        depth = 0
+        while frontier and depth < (4 if relation == "implementations" else 1):
+            nxt: list[str] = []
+            for cur in frontier:
+                edges = g.in_edges(cur, kinds) if direction == "in" else g.out_edges(cur, kinds)
+                for e in edges:
+                    other = e.src if direction == "in" else e.dst
+                    if other in seen_nodes:
+                        continue
+                    seen_nodes.add(other)
+                    n = g.node(other)
+                    if n is None:
+                        continue
+                    arrow = "<-" if direction == "in" else "->"
+                    out.append({"node": n, "edge": e,
+                                "reason": f"{e.kind}{arrow} {node.qualname or node.path} at {e.path}:{e.line} ({e.resolver})"})
+                    nxt.append(other)
+            frontier = nxt
+            depth += 1
+        return out
+
+    # -- retrieval ------------------------------------------------------------------------------
+    @property
+    def retriever(self):  # type: ignore[no-untyped-def]
+        if self._retriever is None:
+            from ctx_lsp.retrieval.engine import Retriever
+
+            self._retriever = Retriever(self)
+        return self._retriever
+
+    def context(self, query: str, budget: int = 4000, *, path: str | None = None, line: int | None = None,
+                checkpoint: Checkpoint | None = None, record: bool = True) -> dict[str, Any]:
+        """A ContextPack (dict, see docs/protocol.md) for a question or task."""
+        with self.lock:
+            return self.retriever.context(query, budget, path=path, line=line, checkpoint=checkpoint, record=record)
+
+    def context_at(self, path: str, line: int, col: int | None = None, budget: int = 4000,
+                   checkpoint: Checkpoint | None = None) -> dict[str, Any]:
+        """A ContextPack for the symbol under the cursor: definition, callers, callees, tests."""
+        with self.lock:
+            return self.retriever.context_at(path, line, col, budget, checkpoint=checkpoint)
+
+    def status(self) -> dict[str, Any]:
+        ix = self.index
+        return {
+            "root": str(ix.root),
+            "files": len(ix.facts),
+            "nodes": ix.graph.g.number_of_nodes(),
+            "edges": ix.graph.edge_counts(),
+            "dirty_files": ix.dirty_files(),
+            "resolution": ix.resolution_counts(),
+            "last_update": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ix.last_update)) if ix.last_update else None,
+        }
