@@ -9,7 +9,6 @@ import {
   LanguageClientOptions,
   ServerOptions,
   State,
-  TransportKind,
   WorkDoneProgress,
   WorkDoneProgressBegin,
   WorkDoneProgressCreateRequest,
@@ -144,8 +143,7 @@ class ServerManager implements vscode.Disposable {
     const args = [...py.args, '-m', 'ctx_lsp', 'serve'];
     const serverOptions: ServerOptions = {
       command: py.command,
-      args,
-      transport: TransportKind.stdio,
+      args, // no `transport`: stdio without the extra `--stdio` argument TransportKind.stdio adds
       options: { cwd: folder?.uri.fsPath, env: { ...process.env, PYTHONUNBUFFERED: '1' } },
     };
     const clientOptions: LanguageClientOptions = {

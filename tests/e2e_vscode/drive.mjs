@@ -1,0 +1,210 @@
+#!/usr/bin/env node
+// Drives a running code-server (real VS Code workbench) with headless Chromium through the
+// ctx-lsp extension's user journeys. Based on /work/shared/vscode-e2e/drive-example.mjs.
+//
+// Usage: node drive.mjs --url URL --artifacts DIR [--query "who calls save"]
+//          [--expect-file shop/service.py] [--neighbours-file shop/service.py] [--timeout 120000]
+// Env: VSCODE_E2E_PLAYWRIGHT, VSCODE_E2E_CHROMIUM (from the vscode-e2e setup script).
+import { createRequire } from 'node:module';
+import { parseArgs } from 'node:util';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const { values: opt } = parseArgs({
+  options: {
+    url: { type: 'string' },
+    artifacts: { type: 'string', default: 'test-artifacts' },
+    query: { type: 'string', default: 'who calls save' },
+    'expect-file': { type: 'string', default: 'shop/service.py' },
+    'neighbours-file': { type: 'string', default: 'shop/service.py' },
+    timeout: { type: 'string', default: '120000' },
+  },
+});
+if (!opt.url) {
+  console.error('usage: drive.mjs --url URL [--artifacts DIR] [--query Q] [--expect-file PATH]');
+  process.exit(2);
+}
+const timeout = Number(opt.timeout);
+mkdirSync(opt.artifacts, { recursive: true });
+const require = createRequire(import.meta.url);
+const { chromium } = require(process.env.VSCODE_E2E_PLAYWRIGHT || 'playwright-core');
+const t0 = Date.now();
+const log = (msg) => console.log(`[drive +${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
+const shot = async (name, settle = true) => {
+  const p = join(opt.artifacts, name);
+  if (settle) {
+    // No hover widgets or progress toasts in the picture.
+    await page.mouse.move(1100, 18).catch(() => {});
+    await page.locator('.notifications-toasts .notification-toast').first().waitFor({ state: 'detached', timeout: 5000 }).catch(() => {});
+    await page.waitForTimeout(300);
+  }
+  await page.screenshot({ path: p, animations: 'disabled' }).then(() => log(`screenshot ${p}`), (e) => log(`screenshot failed: ${e.message}`));
+};
+
+const browser = await chromium.launch({
+  executablePath: process.env.VSCODE_E2E_CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: [
+    '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
+    '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost',
+  ],
+});
+const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+page.on('pageerror', (e) => log(`page error: ${e.message}`));
+
+async function statusTexts() {
+  return page.locator('.monaco-workbench .part.statusbar .statusbar-item').allInnerTexts().catch(() => []);
+}
+async function notificationTexts() {
+  return page.locator('.notifications-toasts .notification-list-item-message').allInnerTexts().catch(() => []);
+}
+
+/** Runs a command by its Command Palette title (retrying until the extension registered it). */
+async function runCommand(title) {
+  const input = page.locator('.quick-input-widget input').first();
+  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
+  for (const deadline = Date.now() + timeout; ;) {
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('F1');
+    try {
+      await input.waitFor({ state: 'visible', timeout: 3000 });
+      await input.fill('>' + title);
+      await row.waitFor({ timeout: 2000 });
+      break;
+    } catch (e) {
+      if (Date.now() > deadline) throw new Error(`command "${title}" not in palette: ${e.message}`);
+      await page.waitForTimeout(1000);
+    }
+  }
+  await page.keyboard.press('Enter');
+  log(`ran "${title}"`);
+}
+
+/** Finds the webview frame whose document has `selector` with `text`, polling all frames. */
+async function findInWebview(selector, text, ms) {
+  for (const deadline = Date.now() + ms; ;) {
+    for (const frame of page.frames()) {
+      try {
+        const loc = frame.locator(selector, { hasText: text });
+        if (await loc.count()) return { frame, loc: loc.first() };
+      } catch {
+        /* frame detached or navigating */
+      }
+    }
+    if (Date.now() > deadline) return undefined;
+    await page.waitForTimeout(500);
+  }
+}
+
+let code = 0;
+let step = 'load';
+try {
+  await page.goto(opt.url, { waitUntil: 'domcontentloaded', timeout });
+  await page.locator('.monaco-workbench').waitFor({ timeout });
+  await page.locator('.monaco-workbench .part.statusbar').waitFor({ timeout });
+  log('workbench ready');
+
+  // 1. The server indexes the workspace: the status bar turns into "ctx: N files · M edges".
+  step = 'status bar';
+  const ready = page.locator('.monaco-workbench .part.statusbar .statusbar-item', { hasText: /ctx: \d+ files? · \d+ edges?/ }).first();
+  const failed = page.locator('.monaco-workbench .part.statusbar .statusbar-item', { hasText: 'ctx: not running' }).first();
+  const which = await Promise.race([
+    ready.waitFor({ timeout }).then(() => 'ready'),
+    failed.waitFor({ timeout }).then(() => 'failed'),
+  ]);
+  if (which !== 'ready') {
+    throw new Error(`the server did not start; notifications: ${JSON.stringify(await notificationTexts())}`);
+  }
+  const statusText = (await ready.innerText()).trim();
+  log(`status bar: "${statusText}"`);
+  const m = /ctx: (\d+) files?/.exec(statusText);
+  if (!m || Number(m[1]) < 3) throw new Error(`expected at least 3 indexed files, status bar says "${statusText}"`);
+
+  // 2. CTX: Get Context… -> input box -> the context view lists the expected file.
+  step = 'get context';
+  await runCommand('CTX: Get Context…');
+  const box = page.locator('.quick-input-widget input').first();
+  await box.waitFor({ state: 'visible', timeout: 10000 });
+  await page.locator('.quick-input-widget', { hasText: 'CTX: Get Context' }).first().waitFor({ timeout: 10000 });
+  await box.fill(opt.query);
+  await page.keyboard.press('Enter');
+  log(`query "${opt.query}"`);
+  const hit = await findInWebview('.span-link', opt['expect-file'], 60000);
+  if (!hit) {
+    const links = [];
+    for (const f of page.frames()) links.push(...(await f.locator('.span-link').allInnerTexts().catch(() => [])));
+    throw new Error(`context view does not name ${opt['expect-file']}; links: ${JSON.stringify(links)}; notifications: ${JSON.stringify(await notificationTexts())}`);
+  }
+  const links = await hit.frame.locator('.span-link').allInnerTexts();
+  const budget = await hit.frame.locator('#budget').innerText();
+  log(`context view: ${budget}; items: ${links.join(', ')}`);
+  for (const label of ['Copy as Markdown', 'Open All']) {
+    if (!(await hit.frame.locator('button', { hasText: label }).count())) throw new Error(`context view lacks the "${label}" action`);
+  }
+  await page.waitForTimeout(500);
+  await shot('vscode-context.png');
+
+  // 3. The path:lines link opens the span in an editor.
+  step = 'open link';
+  await hit.loc.click();
+  const base = opt['neighbours-file'].split('/').pop();
+  const tab = page.locator('.tabs-container .tab.active', { hasText: opt['expect-file'].split('/').pop() }).first();
+  await tab.waitFor({ timeout: 15000 });
+  log(`link opened ${opt['expect-file']}`);
+  if (opt['expect-file'] !== opt['neighbours-file']) {
+    throw new Error('--neighbours-file must equal --expect-file (the link opens it)');
+  }
+
+  // 4. CTX: Show Architectural Neighbours on the open file -> tree with edge groups.
+  step = 'neighbours';
+  await page.locator('.tabs-container .tab', { hasText: base }).first().click();
+  await runCommand('CTX: Show Architectural Neighbours');
+  const pane = page.locator('.pane', { has: page.locator('.pane-header', { hasText: 'CTX Neighbours' }) }).first();
+  await pane.waitFor({ timeout: 30000 });
+  const groupRow = pane.locator('.monaco-list-row', { hasText: /^[A-Z_]+ [→←]/ }).first();
+  await groupRow.waitFor({ timeout: 30000 });
+  await page.waitForTimeout(500);
+  const rows = await pane.locator('.monaco-list-row').allInnerTexts();
+  log(`neighbours tree: ${JSON.stringify(rows.map((r) => r.replace(/\s+/g, ' ').trim()))}`);
+  const groups = rows.filter((r) => /^[A-Z_]+ [→←]/.test(r.trim()));
+  if (!groups.length) throw new Error('no edge groups in the neighbours tree');
+  if (!rows.some((r) => /IMPORTS →/.test(r))) throw new Error(`expected an "IMPORTS →" group for ${opt['neighbours-file']}`);
+  if (!rows.some((r) => r.includes('models.py') || r.includes('Repository'))) throw new Error('expected shop/models.py (or Repository) among the neighbours');
+  await shot('vscode-neighbours.png');
+
+  // 5. Clicking a neighbour opens its location.
+  step = 'open neighbour';
+  const nb = pane.locator('.monaco-list-row', { hasText: /models\.py|Repository/ }).first();
+  await nb.click();
+  await page.locator('.tabs-container .tab.active', { hasText: 'models.py' }).first().waitFor({ timeout: 15000 });
+  log('neighbour opened models.py');
+
+  // 6. CTX: Context at Cursor on Repository.save (cursor placed with Go to Line).
+  step = 'context at cursor';
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('F1');
+  const input = page.locator('.quick-input-widget input').first();
+  await input.waitFor({ state: 'visible', timeout: 5000 });
+  await input.fill(':21:10');
+  await page.keyboard.press('Enter');
+  await page.waitForTimeout(300);
+  await runCommand('CTX: Context at Cursor');
+  const at = await findInWebview('h1', 'Context', 60000);
+  if (!at) throw new Error(`no context view after Context at Cursor; notifications: ${JSON.stringify(await notificationTexts())}`);
+  const atLinks = await at.frame.locator('.span-link').allInnerTexts();
+  const atTitle = await at.frame.locator('h1').innerText();
+  log(`context at cursor: "${atTitle}"; items: ${atLinks.join(', ')}`);
+  if (!atLinks.length) throw new Error('Context at Cursor returned no items');
+  await shot('vscode-context-at-cursor.png');
+  log('PASS');
+} catch (e) {
+  code = 1;
+  console.error(`[drive] FAILED at step "${step}": ${e.message}`);
+  console.error(`[drive] status bar: ${JSON.stringify(await statusTexts())}`);
+  console.error(`[drive] notifications: ${JSON.stringify(await notificationTexts())}`);
+  await shot(`failure-${step.replace(/\W+/g, '-')}.png`, false);
+} finally {
+  await browser.close();
+}
+process.exit(code);

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# End-to-end test of the ctx-lsp VS Code extension in a real VS Code (code-server + headless
+# Chromium, offline): builds and installs the .vsix, opens a fixture workspace, waits for the
+# index, runs "CTX: Get Context…", "CTX: Show Architectural Neighbours" and "CTX: Context at
+# Cursor", and asserts on what the workbench shows. Screenshots and logs: test-artifacts/vscode-e2e/.
+#
+# Env: CTX_E2E_PYTHON   interpreter with ctx_lsp installed (default: python3 on PATH)
+#      CTX_E2E_ARTIFACTS where screenshots/logs go (default: <repo>/test-artifacts/vscode-e2e)
+#      VSCODE_E2E_SETUP  the vscode-e2e setup script (default: <repo>/../shared/vscode-e2e/setup)
+#      CTX_E2E_SKIP_BUILD=1 reuse vscode-client/ctx-lsp-<version>.vsix as is
+set -euo pipefail
+
+t_start=$(date +%s)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(git -C "$HERE" rev-parse --show-toplevel)
+CLIENT=$ROOT/vscode-client
+SETUP=${VSCODE_E2E_SETUP:-$ROOT/../shared/vscode-e2e/setup}
+ART=${CTX_E2E_ARTIFACTS:-$ROOT/test-artifacts/vscode-e2e}
+PYTHON=${CTX_E2E_PYTHON:-$(command -v python3 || true)}
+log() { printf '[e2e +%ss] %s\n' "$(($(date +%s) - t_start))" "$*" >&2; }
+
+[ -n "$PYTHON" ] || { log "no python3 on PATH (set CTX_E2E_PYTHON)"; exit 1; }
+PYTHON=$(command -v "$PYTHON")
+"$PYTHON" -c 'import ctx_lsp.server' || { log "ctx_lsp.server is not importable with $PYTHON (pip install -e $ROOT)"; exit 1; }
+
+# 1. Toolchain (code-server, Node 24, Chromium, playwright-core) --------------------------------
+[ -x "$SETUP" ] || { log "vscode-e2e setup not found at $SETUP"; exit 1; }
+E2E_ENV=$("$SETUP"); eval "$E2E_ENV"
+log "toolchain ready"
+
+# 2. Build and package the extension --------------------------------------------------------------
+VERSION=$(cd "$CLIENT" && node -p "require('./package.json').version")
+VSIX=$CLIENT/ctx-lsp-$VERSION.vsix
+if [ "${CTX_E2E_SKIP_BUILD:-0}" != 1 ] || [ ! -f "$VSIX" ]; then
+  ( cd "$CLIENT" && npm ci --no-audit --no-fund --loglevel=error && npm test --silent >/dev/null && npm run --silent package >/dev/null )
+fi
+[ -f "$VSIX" ] || { log "$VSIX was not built"; exit 1; }
+log "packaged $(basename "$VSIX")"
+
+# 3. Throw-away VS Code profile + fixture workspace -----------------------------------------------
+T=$(mktemp -d)
+WS=$T/workspace
+cp -r "$HERE/workspace" "$WS"
+find "$WS" -name __pycache__ -prune -exec rm -rf {} +
+mkdir -p "$T/data/User" "$T/data/Machine" "$T/ext" "$ART"
+rm -f "$ART"/*.png "$ART"/*.log
+"$PYTHON" - "$T/data/User/settings.json" "$PYTHON" "$T/cache" <<'PY'
+import json, sys
+path, python, cache = sys.argv[1:4]
+settings = {
+    "security.workspace.trust.enabled": False, "workbench.startupEditor": "none",
+    "telemetry.telemetryLevel": "off", "update.mode": "none", "chat.disableAIFeatures": True,
+    "workbench.secondarySideBar.defaultVisibility": "hidden", "workbench.tips.enabled": False,
+    "extensions.autoCheckUpdates": False, "extensions.autoUpdate": False,
+    "extensions.ignoreRecommendations": True, "git.enabled": False,
+    "ctxLsp.interpreter": python, "ctxLsp.cacheDir": cache, "ctxLsp.trace.server": "messages",
+}
+with open(path, "w") as f:
+    json.dump(settings, f, indent=2)
+PY
+# In code-server the extension host is "remote": machine-scoped settings (ctxLsp.interpreter,
+# ctxLsp.cacheDir) are read from the Machine settings, not from the browser-side User settings.
+cp "$T/data/User/settings.json" "$T/data/Machine/settings.json"
+printf 'auth: none\ncert: false\n' >"$T/config.yaml"
+
+"$VSCODE_E2E_CODE_SERVER" --user-data-dir "$T/data" --extensions-dir "$T/ext" --force --install-extension "$VSIX" >"$T/install.log" 2>&1 ||
+  { cat "$T/install.log" >&2; log "installing the .vsix failed"; exit 1; }
+log "installed the extension"
+
+# 4. code-server in its own process group ---------------------------------------------------------
+set -m
+EXTENSIONS_GALLERY='{}' "$VSCODE_E2E_CODE_SERVER" --config "$T/config.yaml" --auth none \
+  --bind-addr 127.0.0.1:0 --disable-telemetry --disable-update-check --disable-workspace-trust \
+  --disable-getting-started-override --ignore-last-opened \
+  --user-data-dir "$T/data" --extensions-dir "$T/ext" "$WS" >"$T/cs.log" 2>&1 </dev/null &
+CS_PID=$!
+set +m
+stop_cs() {
+  kill -TERM -- -"$CS_PID" 2>/dev/null || return 0
+  for _ in $(seq 50); do kill -0 -- -"$CS_PID" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL -- -"$CS_PID" 2>/dev/null || true
+}
+finish() {
+  local rc=$?
+  # Keep the extension's output channel (server log + LSP trace) and code-server's log.
+  find "$T/data/logs" -name '*ctx-lsp*.log' -exec cp {} "$ART/ctx-lsp-output.log" \; 2>/dev/null || true
+  find "$T/data/logs" -name 'exthost.log' -exec cp {} "$ART/exthost.log" \; 2>/dev/null || true
+  cp "$T/cs.log" "$ART/code-server.log" 2>/dev/null || true
+  stop_cs
+  rm -rf "$T"
+  log "done (exit $rc) in $(($(date +%s) - t_start)) s; artifacts in $ART"
+  exit $rc
+}
+trap finish EXIT
+URL=
+for _ in $(seq 300); do
+  URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$T/cs.log" | head -n1) && [ -n "$URL" ] && break; sleep 0.1
+done
+[ -n "$URL" ] || { cat "$T/cs.log" >&2; log "code-server did not start"; exit 1; }
+log "code-server at $URL"
+
+# 5. Drive the workbench ---------------------------------------------------------------------------
+"$VSCODE_E2E_NODE" "$HERE/drive.mjs" --url "$URL/?folder=$WS" --artifacts "$ART" \
+  --query "who calls save" --expect-file shop/service.py --neighbours-file shop/service.py
+for f in vscode-context.png vscode-neighbours.png; do
+  [ -s "$ART/$f" ] || { log "missing screenshot $f"; exit 1; }
+done
+log "PASS"

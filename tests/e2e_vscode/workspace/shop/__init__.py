@@ -1,0 +1,1 @@
+"""A tiny shop: orders are placed by the service and saved by the repository."""
