@@ -7,7 +7,7 @@
 // Env: VSCODE_E2E_PLAYWRIGHT, VSCODE_E2E_CHROMIUM (from the vscode-e2e setup script).
 import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const { values: opt } = parseArgs({
@@ -18,6 +18,10 @@ const { values: opt } = parseArgs({
     'expect-file': { type: 'string', default: 'shop/service.py' },
     'neighbours-file': { type: 'string', default: 'shop/service.py' },
     timeout: { type: 'string', default: '120000' },
+    // Optional: the Machine settings.json to rewrite, and an interpreter without ctx_lsp, to check
+    // the "not installed" notification and the restart on a settings change.
+    'settings-file': { type: 'string' },
+    'bad-python': { type: 'string' },
   },
 });
 if (!opt.url) {
@@ -197,6 +201,27 @@ try {
   log(`context at cursor: "${atTitle}"; items: ${atLinks.join(', ')}`);
   if (!atLinks.length) throw new Error('Context at Cursor returned no items');
   await shot('vscode-context-at-cursor.png');
+
+  // 7. A settings change restarts the server; an interpreter without ctx_lsp gives a notification
+  //    with an "Install ctx-lsp" action (not a silent failure); restoring the setting recovers.
+  if (opt['settings-file'] && opt['bad-python']) {
+    step = 'missing ctx_lsp';
+    const original = readFileSync(opt['settings-file'], 'utf8');
+    const settings = JSON.parse(original);
+    writeFileSync(opt['settings-file'], JSON.stringify({ ...settings, 'ctxLsp.interpreter': opt['bad-python'] }, null, 2));
+    log(`set ctxLsp.interpreter to ${opt['bad-python']}`);
+    const toast = page.locator('.notifications-toasts .notification-toast', { hasText: 'not installed' }).first();
+    await toast.waitFor({ timeout: 60000 });
+    const msg = (await toast.locator('.notification-list-item-message').innerText()).trim();
+    log(`notification: "${msg}"`);
+    if (!(await toast.locator('.monaco-button', { hasText: 'Install ctx-lsp' }).count())) throw new Error('the notification has no "Install ctx-lsp" action');
+    await page.locator('.monaco-workbench .part.statusbar .statusbar-item', { hasText: 'ctx: not running' }).first().waitFor({ timeout: 10000 });
+    await shot('vscode-missing-ctx-lsp.png', false);
+    step = 'restore interpreter';
+    writeFileSync(opt['settings-file'], original);
+    await ready.waitFor({ timeout });
+    log(`restarted after restoring the setting: "${(await ready.innerText()).trim()}"`);
+  }
   log('PASS');
 } catch (e) {
   code = 1;

@@ -62,6 +62,10 @@ PY
 # ctxLsp.cacheDir) are read from the Machine settings, not from the browser-side User settings.
 cp "$T/data/User/settings.json" "$T/data/Machine/settings.json"
 printf 'auth: none\ncert: false\n' >"$T/config.yaml"
+# An interpreter that cannot import ctx_lsp (no site-packages), for the "not installed" check.
+mkdir -p "$T/nopy"
+printf '#!/bin/sh\nexec %q -I -S "$@"\n' "$PYTHON" >"$T/nopy/python3"
+chmod +x "$T/nopy/python3"
 
 "$VSCODE_E2E_CODE_SERVER" --user-data-dir "$T/data" --extensions-dir "$T/ext" --force --install-extension "$VSIX" >"$T/install.log" 2>&1 ||
   { cat "$T/install.log" >&2; log "installing the .vsix failed"; exit 1; }
@@ -101,7 +105,8 @@ log "code-server at $URL"
 
 # 5. Drive the workbench ---------------------------------------------------------------------------
 "$VSCODE_E2E_NODE" "$HERE/drive.mjs" --url "$URL/?folder=$WS" --artifacts "$ART" \
-  --query "who calls save" --expect-file shop/service.py --neighbours-file shop/service.py
+  --query "who calls save" --expect-file shop/service.py --neighbours-file shop/service.py \
+  --settings-file "$T/data/Machine/settings.json" --bad-python "$T/nopy/python3"
 for f in vscode-context.png vscode-neighbours.png; do
   [ -s "$ART/$f" ] || { log "missing screenshot $f"; exit 1; }
 done
