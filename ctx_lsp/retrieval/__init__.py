@@ -1,0 +1,1 @@
+"""The read path: query -> plan -> seeds -> typed expansion -> scored candidates -> budgeted pack."""

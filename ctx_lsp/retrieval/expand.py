@@ -1,0 +1,89 @@
+"""Typed expansion: follow the edges a plan asks for, within bounded hops and a cap per edge kind."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ctx_lsp.model import EdgeKind
+from ctx_lsp.retrieval.plan import Plan
+from ctx_lsp.retrieval.score import Candidates
+
+if TYPE_CHECKING:
+    from ctx_lsp.graph import CodeGraph
+
+CAP_PER_KIND = 12
+K = EdgeKind
+
+# operator -> [(edge kind, direction, weight)]; "in" follows edges pointing at the target
+OPERATOR_EDGES: dict[str, list[tuple[str, str, float]]] = {
+    "definition": [(K.CONTAINS.value, "out", 0.35), (K.CALLS.value, "in", 0.3), (K.CALLS.value, "out", 0.25),
+                   (K.INHERITS.value, "out", 0.35)],
+    "callers": [(K.CALLS.value, "in", 1.0), (K.INSTANTIATES.value, "in", 0.9)],
+    "callees": [(K.CALLS.value, "out", 1.0), (K.INSTANTIATES.value, "out", 0.9)],
+    "implementations": [(K.INHERITS.value, "in", 1.0), (K.OVERRIDES.value, "in", 1.0)],
+    "references": [(K.REFERENCES.value, "in", 1.0), (K.CALLS.value, "in", 0.9), (K.INSTANTIATES.value, "in", 0.9)],
+    "importers": [(K.IMPORTS.value, "in", 1.0)],
+    "dependencies": [(K.IMPORTS.value, "out", 1.0)],
+    "instantiations": [(K.INSTANTIATES.value, "in", 1.0)],
+    "tests": [(K.COVERS.value, "in", 1.0)],
+    "history": [(K.TOUCHED.value, "in", 1.0)],
+    "impact": [(K.CALLS.value, "in", 0.95), (K.INSTANTIATES.value, "in", 0.95), (K.OVERRIDES.value, "in", 0.9),
+               (K.INHERITS.value, "in", 0.85), (K.REFERENCES.value, "in", 0.7), (K.IMPORTS.value, "in", 0.5),
+               (K.COVERS.value, "in", 0.5)],
+}
+# concept queries: a light structural neighbourhood around lexical hits
+CONCEPT_EDGES = [(K.CALLS.value, "out", 0.25), (K.CALLS.value, "in", 0.2), (K.INHERITS.value, "out", 0.3),
+                 (K.INSTANTIATES.value, "in", 0.25)]
+
+
+def edges_for(plan: Plan, history_tests: bool) -> list[tuple[str, str, float]]:
+    spec: list[tuple[str, str, float]] = []
+    for op in plan.operators:
+        spec.extend(OPERATOR_EDGES.get(op, []))
+    if not spec:
+        spec = list(CONCEPT_EDGES)
+    if not history_tests:
+        spec = [s for s in spec if s[0] not in (K.COVERS.value, K.TOUCHED.value)]
+    return spec
+
+
+def expand(graph: CodeGraph, cands: Candidates, sources: list[str], spec: list[tuple[str, str, float]],
+           hops: int = 2, decay: float = 0.45) -> list[str]:
+    """Expand from `sources` along `spec`; returns the nodes reached (each once, first reach wins)."""
+    reached: list[str] = []
+    frontier = [(s, cands.pool[s].score if s in cands.pool and cands.pool[s].score else _seed_weight(cands, s), 0)
+                for s in dict.fromkeys(sources)]
+    seen = set(sources)
+    for _ in range(hops):
+        nxt: list[tuple[str, float, int]] = []
+        for node_id, base, depth in frontier:
+            per_kind: dict[tuple[str, str], int] = {}
+            for kind, direction, w in spec:
+                edges = graph.in_edges(node_id, (kind,)) if direction == "in" else graph.out_edges(node_id, (kind,))
+                edges.sort(key=lambda e: (e.src if direction == "in" else e.dst))
+                for e in edges:
+                    other = e.src if direction == "in" else e.dst
+                    key = (kind, direction)
+                    if per_kind.get(key, 0) >= CAP_PER_KIND:
+                        break
+                    per_kind[key] = per_kind.get(key, 0) + 1
+                    if kind == K.CONTAINS.value and direction == "in":
+                        continue
+                    arrow = "<-" if direction == "in" else "->"
+                    weight = base * w * (decay ** depth)
+                    cands.add(other, f"{kind}{arrow}", weight, source=node_id, hops=depth + 1)
+                    if other not in seen:
+                        seen.add(other)
+                        reached.append(other)
+                        nxt.append((other, weight, depth + 1))
+        frontier = nxt
+        if not frontier:
+            break
+    return reached
+
+
+def _seed_weight(cands: Candidates, node_id: str) -> float:
+    c = cands.pool.get(node_id)
+    if c is None or not c.reasons:
+        return 1.0
+    return max(r.weight for r in c.reasons)

@@ -1,0 +1,169 @@
+"""Understand: a deterministic, rule-based planner from text to a Plan.
+
+A Plan has a trigger (EXPLICIT_SYMBOL, SEMANTIC_CONCEPT, TEMPORAL_HISTORY, IMPLICIT_CONTEXT), the
+things mentioned (identifiers, dotted paths, file paths, quoted strings, error messages), relation
+operators, and the concept words left once those are removed. Instructions ("Make the retry count
+configurable") are impact queries on what they name or describe.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ctx_lsp.retrieval.text import STOPWORDS
+
+EXPLICIT_SYMBOL = "EXPLICIT_SYMBOL"
+SEMANTIC_CONCEPT = "SEMANTIC_CONCEPT"
+TEMPORAL_HISTORY = "TEMPORAL_HISTORY"
+IMPLICIT_CONTEXT = "IMPLICIT_CONTEXT"
+
+OPERATORS = ("definition", "callers", "callees", "implementations", "references", "importers", "dependencies",
+             "instantiations", "tests", "history", "impact")
+
+# (operator, pattern) in priority order; patterns run on the lower-cased query
+_RULES: list[tuple[str, re.Pattern[str]]] = [
+    ("callers", re.compile(r"\bwho (?:calls|uses|invokes)\b|\bcallers?\b|\bcalled (?:by|from)\b|\bcall sites?\b|\bwhere is .* (?:called|invoked)\b|\bwhat calls\b|\binvok\w* of\b")),
+    ("callees", re.compile(r"\bwhat does .* call\b|\bcallees?\b|\bcalls made (?:by|in|from)\b|\bwhat .* calls\b|\bfunctions? called (?:by|in|from)\b")),
+    ("implementations", re.compile(r"\bimplement\w*\b|\bsubclass\w*\b|\boverrid\w*\b|\binherit\w*\b|\bderived\b|\bextends?\b|\bconcrete\b")),
+    ("references", re.compile(r"\breferenc\w*\b|\busages?\b|\bwhere is .* used\b|\buses of\b|\bwho uses\b")),
+    ("importers", re.compile(r"\bwho imports\b|\bimporters?\b|\bimported (?:by|in|from)\b|\bwhich (?:files|modules) import\b|\bdepends? on\b")),
+    ("dependencies", re.compile(r"\bwhat does .* import\b|\bdependenc\w*\b|\bimports of\b")),
+    ("instantiations", re.compile(r"\binstantiat\w*\b|\binstances? of\b|\bconstruct\w*\b|\bwho creates\b|\bwhere is .* created\b|\bfactor(?:y|ies)\b")),
+    ("tests", re.compile(r"\btests?\b|\btested\b|\bcover(?:s|ed|age)?\b|\bspecs?\b")),
+    ("history", re.compile(r"\bchanged?\b.*\brecent\w*\b|\brecent\w*\b.*\bchang\w*\b|\bcommits?\b|\bhistory\b|\bintroduced\b|\bwho (?:changed|wrote|modified)\b|\bchanges? together\b|\bco-?chang\w*\b|\blast (?:changed|modified)\b|\bwhat changed\b")),
+    ("impact", re.compile(r"\bwhat (?:must|should|needs to|would|will) change\b|\bimpact\b|\baffect\w*\b|\bbreak\w*\b|\bif .* chang\w*\b|\brefactor\w*\b|\brenam\w*\b|\bsignature\b|\bmove\b|\badd (?:a |an )?(?:new )?(?:parameter|argument|option|field)\b|\bripple\b")),
+    ("definition", re.compile(r"\bwhere is .* defined\b|\bdefinition\b|\bdefined\b|\bshow me\b|\bwhat is\b|\bexplain\b|\bhow does\b")),
+]
+
+_TEMPORAL = re.compile(
+    r"\b(?:earlier|before|previous(?:ly)?|last time|we (?:looked|saw|discussed|talked|were)|i (?:asked|looked|was)|"
+    r"just (?:looked|saw|opened|edited)|recently (?:opened|edited|viewed)|a moment ago|again)\b")
+_INSTRUCTION = re.compile(
+    r"^(?:please\s+)?(?:make|add|fix|change|rename|update|implement|refactor|remove|delete|support|allow|replace|"
+    r"move|extract|introduce|convert|handle|ensure|let|use|enable|disable|drop|split|merge|cache|expose|raise|return|"
+    r"validate|log|retry|speed up|optimi[sz]e|migrate|deprecate|write|create)\b", re.I)
+_CONCEPT = re.compile(r"\b(?:related to|handles?|handling|responsible for|deals? with|about|in charge of|takes care of|for)\s+(?:the\s+)?([a-z][\w\s-]{2,60})", re.I)
+
+_QUOTED = re.compile(r"`([^`]+)`|\"([^\"]+)\"|'([^']+)'")
+_PATH = re.compile(r"(?<![\w/.])((?:[\w.-]+/)+[\w.-]+\.py|[\w-]+\.py)\b")
+_DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+_ERROR = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Warning))\b(?::\s*(.+))?")
+
+
+@dataclass
+class Plan:
+    query: str
+    trigger: str
+    operators: list[str]
+    mentions: list[str]  # identifiers, dotted names and file paths, in order of appearance
+    concepts: list[str] = field(default_factory=list)  # described things ("retry count", "environment settings")
+    quoted: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    instruction: bool = False
+    temporal: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {"trigger": self.trigger, "operators": self.operators, "mentions": self.mentions}
+
+
+def _looks_like_identifier(word: str, sentence_initial: bool) -> bool:
+    if "_" in word.strip("_") or (word.startswith("_") and len(word) > 1):
+        return True
+    inner_caps = any(c.isupper() for c in word[1:]) and any(c.islower() for c in word)
+    if inner_caps:
+        return True  # CamelCase / mixedCase
+    if word.isupper() and len(word) > 2 and not sentence_initial:
+        return True  # CONSTANT (but not a shouted first word)
+    return False
+
+
+def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Plan:
+    """Plan a query. `is_symbol(name)` tells whether a plain word names a workspace symbol, so
+    `Session` or `dispatch` count as mentions while sentence-initial `Find` does not."""
+    text = query.strip()
+    low = text.lower()
+    mentions: list[str] = []
+
+    def add(m: str) -> None:
+        if m and m not in mentions:
+            mentions.append(m)
+
+    quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
+    errors = [m.group(0) for m in _ERROR.finditer(text)]
+    for q in quoted:
+        q2 = q.strip().rstrip("()")
+        if re.fullmatch(r"[A-Za-z_][\w.]*", q2) or _PATH.fullmatch(q2):
+            add(q2)
+    for m in _PATH.finditer(text):
+        add(m.group(1))
+    for m in _DOTTED.finditer(text):
+        d = m.group(0)
+        if d.endswith(".py") or any(d == p or p.endswith(d) for p in mentions):
+            continue
+        if re.search(r"\.(?:com|org|net|io)$", d):
+            continue
+        add(d)
+    # plain identifiers
+    sentence_start = True
+    for m in _IDENT.finditer(text):
+        word = m.group(0)
+        start = m.start()
+        prev = text[:start].rstrip()
+        sentence_initial = sentence_start or prev.endswith((".", "?", "!", ":", "\n"))
+        sentence_start = False
+        if any(word in x.split(".") for x in mentions if "." in x) or word.lower() == "py":
+            continue
+        followed_by_call = text[m.end():m.end() + 2] == "()"
+        if _looks_like_identifier(word, sentence_initial) or followed_by_call:
+            add(word)
+            continue
+        if is_symbol is not None and word.lower() not in STOPWORDS and len(word) >= 3:
+            if sentence_initial and word[0].isupper() and not is_symbol(word):
+                continue
+            if sentence_initial and word[0].isupper() and word.lower() in _VERBS:
+                continue  # "Find", "Return", "Updates": verbs, not symbols
+            if is_symbol(word) and (word[0].isupper() or re.search(rf"\b(?:function|method|class|def)\s+{re.escape(word)}\b", text) or _named_context(low, word.lower())):
+                add(word)
+    for e in errors:
+        name = e.split(":")[0]
+        if is_symbol is not None and is_symbol(name):
+            add(name)
+
+    operators = [op for op, pat in _RULES if pat.search(low)]
+    temporal = bool(_TEMPORAL.search(low))
+    instruction = bool(_INSTRUCTION.match(text))
+    if instruction and "impact" not in operators:
+        operators.append("impact")
+    if "history" in operators and temporal and not re.search(r"\bcommit|\bchang", low):
+        operators.remove("history")
+    if "tests" in operators and re.search(r"\btest(?:s|ing)? (?:for|of)\b|\bwhich tests?\b|\btests? (?:that |which )?cover|\brun after\b|\bexercis", low) is None and re.search(r"\btests?\b", low) is None:
+        operators.remove("tests")
+    concepts = [m.group(1).strip() for m in _CONCEPT.finditer(text)]
+    if temporal:
+        trigger = TEMPORAL_HISTORY
+    elif instruction or "impact" in operators and not mentions:
+        trigger = IMPLICIT_CONTEXT
+    elif mentions:
+        trigger = EXPLICIT_SYMBOL
+    else:
+        trigger = SEMANTIC_CONCEPT
+    if not operators and mentions and trigger == EXPLICIT_SYMBOL:
+        operators = ["definition"]
+    order = {op: i for i, op in enumerate(OPERATORS)}
+    operators = sorted(set(operators), key=order.__getitem__)
+    return Plan(text, trigger, operators, mentions, concepts, quoted, errors, instruction, temporal)
+
+
+_VERBS = frozenset("""find return returns update updates make add fix change rename get set show list explain describe
+run create delete remove move use handle check load save send read write open close build parse render test call
+where what which who how why when""".split())
+
+
+def _named_context(low: str, word: str) -> bool:
+    """A lower-case word counts as a symbol mention when phrased like one: "the X function", "X()"."""
+    return bool(re.search(rf"\b(?:the|a|an)\s+{re.escape(word)}\s+(?:function|method|class|module|decorator|helper|attribute)\b", low)
+                or re.search(rf"\b(?:calls?|callers of|call|uses?|overrides?|subclasses of|implements|instantiates|tests? for|changes to|to)\s+{re.escape(word)}\b", low)
+                or re.search(rf"\b{re.escape(word)}\s*\(", low))

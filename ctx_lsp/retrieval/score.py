@@ -1,0 +1,54 @@
+"""Candidates and their scores: every candidate is scored once, keeping each contribution as a reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class Reason:
+    via: str  # generator ("symbol-exact", "bm25", ...) or edge kind with direction ("CALLS<-")
+    source: str | None  # node id the candidate was reached from (None for seeds)
+    weight: float
+
+    def to_json(self) -> dict[str, object]:
+        return {"via": self.via, "from": self.source, "weight": round(self.weight, 4)}
+
+
+@dataclass(slots=True)
+class Candidate:
+    node_id: str
+    hops: int = 0  # distance from the nearest seed
+    reasons: list[Reason] = field(default_factory=list)
+    score: float = 0.0
+
+
+class Candidates:
+    """The pool: add contributions, then `ranked()` scores every candidate once."""
+
+    def __init__(self) -> None:
+        self.pool: dict[str, Candidate] = {}
+
+    def add(self, node_id: str, via: str, weight: float, source: str | None = None, hops: int = 0) -> Candidate:
+        c = self.pool.get(node_id)
+        if c is None:
+            c = self.pool[node_id] = Candidate(node_id, hops)
+        else:
+            c.hops = min(c.hops, hops)
+        for r in c.reasons:
+            if r.via == via and r.source == source:
+                r.weight = max(r.weight, weight)
+                return c
+        c.reasons.append(Reason(via, source, weight))
+        return c
+
+    def __contains__(self, node_id: str) -> bool:
+        return node_id in self.pool
+
+    def ranked(self) -> list[Candidate]:
+        for c in self.pool.values():
+            # diminishing returns: the strongest reason counts fully, further ones by half
+            ws = sorted((r.weight for r in c.reasons), reverse=True)
+            c.score = ws[0] + 0.5 * sum(ws[1:]) if ws else 0.0
+            c.reasons.sort(key=lambda r: (-r.weight, r.via, r.source or ""))
+        return sorted(self.pool.values(), key=lambda c: (-c.score, c.hops, c.node_id))

@@ -1,0 +1,117 @@
+"""Seed generators with small pools: symbol index, lexical BM25, working and episodic memory."""
+
+from __future__ import annotations
+
+import difflib
+from typing import TYPE_CHECKING
+
+from ctx_lsp.retrieval.plan import Plan
+from ctx_lsp.retrieval.score import Candidates
+from ctx_lsp.retrieval.text import STOPWORDS, split_identifier, terms
+
+if TYPE_CHECKING:
+    from ctx_lsp.retrieval.engine import Retriever
+
+W_EXACT = 3.0
+W_CI = 2.4
+W_FUZZY = 1.4
+W_BM25 = 2.0
+W_WORKING = 0.6
+W_EPISODIC = 2.2
+
+
+def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
+    """Resolve each mention: file paths, qualified names, exact / case-insensitive / fuzzy names."""
+    engine = r.engine
+    g = engine.graph
+    resolved: list[str] = []
+    for m in plan.mentions:
+        if m.endswith(".py"):
+            hits = [p for p in g.file_nodes if p == m or p.endswith("/" + m)]
+            for p in sorted(hits, key=len)[:3]:
+                cands.add(p, "symbol-file", W_EXACT)
+                resolved.append(p)
+            continue
+        found = engine.find_symbols(m)
+        exact = [n for n in found if n.name == m.split(".")[-1]]
+        if exact:
+            best = exact[:4]
+            for i, n in enumerate(best):
+                cands.add(n.id, "symbol-exact", W_EXACT - 0.2 * i)
+                resolved.append(n.id)
+            continue
+        if found:
+            for i, n in enumerate(found[:4]):
+                cands.add(n.id, "symbol-ci", W_CI - 0.2 * i)
+                resolved.append(n.id)
+            continue
+        short = m.split(".")[-1]
+        close = difflib.get_close_matches(short.lower(), r.names(), n=3, cutoff=0.85)
+        for name in close:
+            for n in g.symbols_named(name)[:2]:
+                cands.add(n.id, "symbol-fuzzy", W_FUZZY)
+                resolved.append(n.id)
+    return resolved
+
+
+def describe_text(plan: Plan) -> str:
+    """The part of the query that describes things: no operator words, no stopwords."""
+    return " ".join([plan.query] + plan.concepts)
+
+
+def lexical_seeds(r: Retriever, plan: Plan, cands: Candidates, top: int = 12) -> list[str]:
+    hits = r.lexical.search(describe_text(plan), top=top)
+    if not hits:
+        return []
+    best = hits[0][1]
+    out = []
+    for node_id, score in hits:
+        if score < 0.25 * best:
+            break
+        cands.add(node_id, "bm25", W_BM25 * score / best)
+        out.append(node_id)
+    return out
+
+
+def subword_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
+    """Names whose identifier sub-words are all in the query: "retry count" -> `retry_count`, `RetryCount`."""
+    words = {t for t in terms(plan.query) if t not in STOPWORDS}
+    if len(words) < 2:
+        return []
+    out = []
+    for name in r.compound_names():
+        subs = split_identifier(name)
+        if len(subs) >= 2 and all(s in words or s[:-1] in words for s in subs):
+            for n in r.engine.graph.symbols_named(name)[:3]:
+                cands.add(n.id, "symbol-subwords", W_CI)
+                out.append(n.id)
+    return out[:8]
+
+
+def memory_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
+    out: list[str] = []
+    g = r.engine.graph
+    if plan.temporal:
+        words = set(terms(plan.query)) - {"earlier", "befor", "previous", "previously", "look", "ask", "time", "last"}
+        scored: list[tuple[float, int, dict]] = []
+        for i, ep in enumerate(r.episodic.episodes):
+            overlap = len(words & set(terms(ep["query"] + " " + " ".join(str(it.get("symbol") or "") for it in ep["items"]))))
+            scored.append((overlap, i, ep))
+        scored.sort(key=lambda x: (-x[0], -x[1]))
+        picked = [ep for s, _, ep in scored[:2] if s > 0] or [ep for _, _, ep in scored[:1]]
+        for rank, ep in enumerate(picked):
+            for j, it in enumerate(ep["items"][:5]):
+                node_id = f"{it['path']}::{it['symbol']}" if it.get("symbol") else it["path"]
+                if node_id in g:
+                    cands.add(node_id, "episodic-memory", W_EPISODIC / (1 + rank) - 0.1 * j)
+                    out.append(node_id)
+        for j, key in enumerate(r.working.recent(5)):
+            if key in g:
+                cands.add(key, "working-memory", W_EPISODIC * 0.6 / (1 + j))
+                out.append(key)
+        return out
+    # otherwise working memory only nudges: a small prior for what the user has open
+    for j, key in enumerate(r.working.recent(8)):
+        if key in g:
+            cands.add(key, "working-memory", W_WORKING / (1 + j))
+    return out

@@ -1,0 +1,59 @@
+"""Words: identifier splitting, stemming and stopwords shared by the planner and lexical search."""
+
+from __future__ import annotations
+
+import re
+
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+STOPWORDS = frozenset("""
+a an the of to in on for and or but is are was were be been being it its this that these those with by from at as
+into onto over under about what which who whom whose where when why how does do did done doing can could should
+would will shall may might must i we you he she they me us my our your their his her them there here than then so
+if else not no yes all any some each every more most much many few other such only own same too very just also
+via per within without up down out off again further once both either neither nor find show give get tell list me
+code function functions method methods class classes file files module modules use uses used using make makes
+let please want need needs named called call calls""".split())
+
+# stopwords for naming checks keep call/calls: they are real identifier parts
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ied", "ies", "ers", "ed", "es", "er", "s")
+
+
+def split_identifier(name: str) -> list[str]:
+    """`merge_environmentSettings` -> ["merge", "environment", "settings"] (lower case)."""
+    out: list[str] = []
+    for part in name.split("_"):
+        if not part:
+            continue
+        out.extend(p.lower() for p in _CAMEL.findall(part))
+    return out
+
+
+def stem(word: str) -> str:
+    w = word.lower()
+    if len(w) <= 4:
+        return w
+    for suf in _SUFFIXES:
+        if w.endswith(suf) and len(w) - len(suf) >= 3:
+            w = w[: -len(suf)]
+            break
+    if w.endswith("e") and len(w) > 4:
+        w = w[:-1]
+    return w
+
+
+def terms(text: str, keep_stopwords: bool = False) -> list[str]:
+    """Index terms of free text or code: stemmed identifier sub-words plus whole lower-cased identifiers."""
+    out: list[str] = []
+    for m in _WORD.finditer(text):
+        ident = m.group()
+        subs = split_identifier(ident)
+        low = ident.lower()
+        if len(subs) > 1:
+            out.append(low)
+        for s in subs:
+            if len(s) < 2 or (not keep_stopwords and s in STOPWORDS):
+                continue
+            out.append(stem(s))
+    return out
