@@ -107,13 +107,20 @@ def build_module_info(facts: FileFacts, module: str) -> ModuleInfo:
         local = imp.asname or (imp.name if imp.name is not None else imp.module.split(".")[0])
         bound.setdefault(imp.scope, {}).setdefault(local, imp)
     members: dict[str, dict[str, str]] = {}
-    for q, d in defs.items():
+    for q in defs:
         parent, _, name = q.rpartition(".")
         if parent and parent in defs and defs[parent].kind == "class":
             members.setdefault(parent, {})[name] = q
     is_pkg = facts.path.endswith("__init__.py")
     package = module if is_pkg else module.rpartition(".")[0]
     return ModuleInfo(facts, module, package, defs, top, imports, bound, stars, members)
+
+
+def _import_wins(info: ModuleInfo, name: str) -> bool:
+    """A module variable with no usable value (`except ImportError: helper = None`) loses to an import
+    of the same name: the import is the binding that is there when the code actually runs."""
+    d = info.defs[info.top[name]]
+    return d.kind == "variable" and d.value is None and name in info.bound.get("", {})
 
 
 def interface_digest(facts: FileFacts) -> tuple:
@@ -190,7 +197,7 @@ class Binder:
         path = self.module_path(module)
         if path is not None:
             info = self.ws.info[path]
-            if name in info.top:
+            if name in info.top and not _import_wins(info, name):
                 return ("sym", symbol_id(path, info.top[name]))
             imp = info.bound.get("", {}).get(name)
             if imp is not None:
@@ -273,7 +280,7 @@ class Binder:
                     return self.eval_chain(info, cur, chain, depth + 1, skip_locals_of=name)
             first = False
             cur = cur.rpartition(".")[0]
-        if name in info.top:
+        if name in info.top and not _import_wins(info, name):
             return ("sym", symbol_id(path, info.top[name]))
         imp = info.bound.get("", {}).get(name)
         if imp is not None:

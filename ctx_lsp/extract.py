@@ -125,34 +125,75 @@ def _path_words(path: str) -> str:
     return " ".join(p for p in re.split(r"[/._\-]+", path) if p and p != "py")
 
 
+_HEADER = re.compile(r"\s*(?:async\s+)?(def|class)\s+([A-Za-z_]\w*)")
+_COMPOUND = re.compile(r"\s*(if|elif|else|for|while|with|try|except|finally|async|match|case)\b")
+_AFTER_LINE = re.compile(r"on line (\d+)")
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
 def _parse_tolerant(text: str, lines: list[str]) -> tuple[ast.Module | None, list[str]]:
     try:
         return ast.parse(text, type_comments=False), []
     except (SyntaxError, ValueError) as exc:
         first = f"syntax error at line {getattr(exc, 'lineno', '?')}: {getattr(exc, 'msg', exc)}"
-    # Blank the offending line (keeping line numbers) and retry: cheap and keeps every other def.
+    # Repair line by line, keeping line numbers, until it parses: a broken def/class header becomes a
+    # minimal header of the same name (the definition and its body survive), a broken block header
+    # becomes `if True:`, any other offending line `pass`, and an unexpected indented block is blanked.
     work = list(lines)
-    for _ in range(25):
+    for _ in range(40):
         try:
             return ast.parse("\n".join(work)), [first]
         except SyntaxError as exc:
             lineno = exc.lineno or 0
+            msg = exc.msg or ""
             if not 1 <= lineno <= len(work):
                 break
+            if msg.startswith("expected an indented block"):
+                after = _AFTER_LINE.search(msg)
+                header = int(after.group(1)) if after else lineno - 1
+                if 1 <= header <= len(work) and not work[header - 1].rstrip().endswith(" pass"):
+                    work[header - 1] = work[header - 1].rstrip() + " pass"
+                    continue
             line = work[lineno - 1]
-            indent = line[: len(line) - len(line.lstrip())]
-            replacement = indent + "pass"
+            indent = _indent(line)
+            if msg.startswith(("unexpected indent", "unindent does not match", "inconsistent use of tabs")):
+                # blank the whole indented run at once rather than one parse per line
+                j = lineno - 1
+                while j < len(work) and (not work[j].strip() or len(_indent(work[j])) >= len(indent)):
+                    work[j] = ""
+                    j += 1
+                continue
+            opens_block = _opens_block(work, lineno - 1)
+            m = _HEADER.match(line)
+            if m and opens_block:
+                replacement = f"{indent}{m.group(1)} {m.group(2)}{'(*_a, **_k)' if m.group(1) == 'def' else ''}:"
+            elif opens_block and (_COMPOUND.match(line) or line.rstrip().endswith(":")):
+                replacement = indent + "if True:"
+            else:
+                replacement = indent + "pass"
             if work[lineno - 1] == replacement:
                 # The error is structural (e.g. an unclosed bracket opened earlier); blank upwards.
-                if lineno >= 2 and work[lineno - 2].strip():
+                if lineno >= 2 and work[lineno - 2].strip() and work[lineno - 2].strip() != "pass":
                     prev = work[lineno - 2]
-                    work[lineno - 2] = prev[: len(prev) - len(prev.lstrip())] + "pass"
+                    work[lineno - 2] = _indent(prev) + "pass"
                     continue
                 break
             work[lineno - 1] = replacement
-        except ValueError:
+        except (ValueError, RecursionError, MemoryError):
             break
     return None, [first, "could not recover a syntax tree; only definitions were extracted (parso)"]
+
+
+def _opens_block(work: list[str], i: int) -> bool:
+    """Whether the next non-blank line after index i is indented deeper than line i."""
+    ind = len(_indent(work[i]))
+    for j in range(i + 1, len(work)):
+        if work[j].strip():
+            return len(_indent(work[j])) > ind
+    return False
 
 
 def _parso_defs(text: str, facts: FileFacts) -> None:

@@ -1,0 +1,223 @@
+"""Edge quality on a fixture workspace: the exact edges the static binder must make, and must not.
+
+tests/fixtures/edges/ holds one small case per hard problem (aliases, re-exports, relative imports,
+factories, typed attributes, decorators, library objects whose methods share a project name, star
+imports, guarded imports, namespace packages). Each row names the edge, its resolver where the
+resolver is meaningful, and a snippet of the source line the edge's site must point at.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, build_index
+
+from ctx_lsp.graph import CodeGraph
+from ctx_lsp.index import WorkspaceIndex
+from ctx_lsp.model import Edge, EdgeKind
+
+ROOT = FIXTURES / "edges"
+
+S = "app/services.py::"
+M = "app/models.py::"
+U = "app/util.py::"
+D = "app/sub/deep.py::"
+
+# (src, dst, kind, resolver or None, snippet of the site line or None)
+MUST_EXIST: list[tuple[str, str, str, str | None, str | None]] = [
+    # CONTAINS
+    ("app/models.py", M + "Repo", "CONTAINS", "ast-contains", "class Repo(Base)"),
+    (M + "Repo", M + "Repo.save", "CONTAINS", "ast-contains", None),
+    (S + "outer", S + "outer.inner", "CONTAINS", "ast-contains", "def inner"),
+    # IMPORTS, including relative ones (. and ..) and the package a `from . import x` goes through
+    ("app/services.py", "app/models.py", "IMPORTS", "ast-import", None),
+    ("app/services.py", "app/util.py", "IMPORTS", "ast-import", None),
+    ("app/services.py", "app/__init__.py", "IMPORTS", "ast-import", "from . import models"),
+    ("app/sub/deep.py", "app/models.py", "IMPORTS", "ast-import", "from .. import models"),
+    ("app/sub/deep.py", "app/__init__.py", "IMPORTS", "ast-import", "from .. import models"),
+    ("main.py", "app/models.py", "IMPORTS", "ast-import", "import app.models as m"),
+    ("main.py", "app/sub/deep.py", "IMPORTS", "ast-import", "import app.sub.deep"),
+    ("app/star_user.py", "app/util.py", "IMPORTS", "ast-import", "from .util import *"),
+    ("app/guarded.py", "app/util.py", "IMPORTS", "ast-import", "from .util import helper"),  # inside try
+    ("app/guarded.py", "app/models.py", "IMPORTS", "ast-import", "from .models import Repo"),  # TYPE_CHECKING
+    ("nsp/plugins/user.py", "nsp/plugins/loader.py", "IMPORTS", "ast-import", None),  # namespace package
+    ("nsp/plugins/loader.py", "app/__init__.py", "IMPORTS", "ast-import", "from app import Repo"),
+    # REFERENCES: imported symbols (through re-exports to the defining file) and non-call uses
+    ("app/__init__.py", M + "Base", "REFERENCES", "ast-import", "import Base as BaseModel"),
+    ("nsp/plugins/loader.py", M + "Repo", "REFERENCES", "ast-import", "from app import Repo"),
+    (S + "reference_only", U + "get", "REFERENCES", "ast-import", "callback = get"),
+    ("app/models.py", M + "Repo", "REFERENCES", "ast-scope", "Alias = Repo"),
+    # INHERITS: same file, across files through `from ..models import`, a module attribute, a re-export alias
+    (M + "Repo", M + "Base", "INHERITS", "ast-scope", "class Repo(Base)"),
+    (D + "SpecialRepo", M + "Repo", "INHERITS", "ast-import", "class SpecialRepo(Repo)"),
+    (D + "OtherBase", M + "Base", "INHERITS", "ast-import", "class OtherBase(models.Base)"),
+    ("main.py::Local", M + "Base", "INHERITS", "ast-import", "class Local(BaseModel)"),
+    # OVERRIDES
+    (M + "Repo.save", M + "Base.save", "OVERRIDES", "ast-mro", "def save"),
+    (D + "SpecialRepo.find", M + "Repo.find", "OVERRIDES", "ast-mro", "def find"),
+    (D + "SpecialRepo.__init__", M + "Repo.__init__", "OVERRIDES", "ast-mro", "def __init__"),
+    (D + "OtherBase.validate", M + "Base.validate", "OVERRIDES", "ast-mro", "def validate"),
+    ("main.py::Local.save", M + "Base.save", "OVERRIDES", "ast-mro", "def save"),
+    # INSTANTIATES: direct, through `as`, a module-level alias, a re-export alias, classmethod cls()
+    (M + "make_repo", M + "Repo", "INSTANTIATES", "ast-scope", "return Repo()"),
+    (S + "Service.via_as_name", M + "Repo", "INSTANTIATES", "ast-import", "return R()"),
+    (S + "Service.via_alias", M + "Repo", "INSTANTIATES", "ast-import", "a = Alias()"),
+    (S + "Service.__init__", M + "Repo", "INSTANTIATES", "ast-import", "models.Repo()"),
+    ("main.py::module_var_alias", M + "Repo", "INSTANTIATES", "ast-import", "m.Alias()"),
+    ("main.py::reexport_alias", M + "Repo", "INSTANTIATES", "ast-import", "PublicRepo()"),
+    (M + "Base.create", M + "Base", "INSTANTIATES", "ast-scope", "return cls()"),
+    ("nsp/plugins/loader.py::load", M + "Repo", "INSTANTIATES", "ast-import", "return Repo()"),
+    # CALLS: self.method, super(), typed attributes, factories, aliases, decorators, star imports
+    (M + "Base.save", M + "Base.validate", "CALLS", "ast-scope", "self.validate()"),
+    (M + "Repo.save", M + "Base.save", "CALLS", "ast-mro", "super().save()"),
+    (D + "SpecialRepo.find", M + "Repo.find", "CALLS", "ast-mro", "super().find(key)"),
+    (D + "SpecialRepo.__init__", M + "Repo.__init__", "CALLS", "ast-mro", "super().__init__"),
+    (S + "Service.run_param", M + "Repo.save", "CALLS", "ast-type", "self.repo.save()"),
+    (S + "Service.run_ctor", M + "Repo.find", "CALLS", "ast-type", "self.backup.find(1)"),
+    (S + "Service.run_factory_attr", M + "Repo.find", "CALLS", "ast-type", "self.made.find(2)"),
+    (S + "Service.run_class_annotation", M + "Repo.save", "CALLS", "ast-type", "self.store.save()"),
+    (S + "Service.run_local_get", U + "get", "CALLS", "ast-import", 'get("local")'),
+    (S + "Service.decorated", U + "logged", "CALLS", "ast-import", "@logged"),
+    (S + "Service.decorated", U + "helper", "CALLS", "ast-import", "u.helper()"),
+    (S + "Service.factory_annotated", M + "make_repo", "CALLS", "ast-import", "make_repo().save()"),
+    (S + "Service.factory_annotated", M + "Repo.save", "CALLS", "ast-type", "make_repo().save()"),
+    (S + "Service.factory_inferred", M + "build_repo", "CALLS", "ast-import", "models.build_repo().find(2)"),
+    (S + "Service.factory_inferred", M + "Repo.find", "CALLS", "ast-type", "models.build_repo().find(2)"),
+    (S + "Service.factory_local", M + "Repo.save", "CALLS", "ast-type", "r.save()"),
+    (S + "Service.via_alias", M + "Repo.find", "CALLS", "ast-type", "a.find(3)"),
+    (S + "Service.scoped_import", U + "helper", "CALLS", "ast-import", "return helper()"),
+    (S + "create_base", M + "Base.create", "CALLS", "ast-import", "models.Base.create()"),
+    (S + "outer", S + "outer.inner", "CALLS", "ast-scope", "return inner()"),
+    ("app/star_user.py::use_helper", U + "helper", "CALLS", "ast-import", "return helper()"),
+    ("app/guarded.py::use", U + "helper", "CALLS", "ast-import", "return helper()"),
+    ("app/guarded.py::use", M + "Repo.find", "CALLS", "ast-type", "repo.find(1)"),
+    ("main.py::reexport_alias", M + "Repo.save", "CALLS", "ast-type", "repo.save()"),
+    ("main.py::module_alias", M + "make_repo", "CALLS", "ast-import", "m.make_repo()"),
+    ("main.py::module_alias", M + "Repo.find", "CALLS", "ast-type", "m.make_repo().find(1)"),
+    ("main.py::package_attr", M + "make_repo", "CALLS", "ast-import", "app.make_repo()"),
+    ("main.py::dotted_module", D + "make_special", "CALLS", "ast-import", "app.sub.deep.make_special()"),
+    ("main.py::module_var_alias", M + "Repo.save", "CALLS", "ast-type", "x.save()"),
+    ("main.py::local_override", "main.py::Local.save", "CALLS", "ast-scope", "Local().save()"),
+    ("main.py::star_from_package", M + "make_repo", "CALLS", "ast-import", "return make_repo()"),
+    ("nsp/plugins/user.py::go", "nsp/plugins/loader.py::load", "CALLS", "ast-import", "loader.load()"),
+]
+
+# (src, dst, kind or None for any kind)
+MUST_NOT_EXIST: list[tuple[str, str, str | None]] = [
+    # a library object's method never becomes the project's same-named function
+    (S + "Service.run_session", U + "get", None),
+    (S + "Worker.run", U + "get", None),
+    # a parameter shadows the imported name
+    (S + "shadowed_param", U + "get", None),
+    # same-named methods in unrelated classes never cross-link
+    (S + "Service.run_param", "app/unrelated.py::Cache.save", None),
+    (S + "Service.run_ctor", "app/unrelated.py::Cache.find", None),
+    (S + "Service.untyped", M + "Repo.save", None),
+    (S + "Service.untyped", "app/unrelated.py::Cache.save", None),
+    (S + "Service.untyped", M + "Base.save", None),
+    # a class with an external base overrides nothing in the project
+    (S + "Worker.run", M + "Base.save", None),
+    (S + "Worker.join", M + "Repo.find", None),
+    # a name a star import does not export (`_private`, not in __all__)
+    ("app/star_user.py::use_private", U + "_private", None),
+    # the `except ImportError: helper = None` fallback is not what the call reaches
+    ("app/guarded.py::use", "app/guarded.py::helper", None),
+    # calls resolved to Repo.save, not also to the base's save it overrides
+    (S + "Service.run_param", M + "Base.save", None),
+    ("main.py::local_override", M + "Base.save", "CALLS"),
+]
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> WorkspaceIndex:
+    return build_index(ROOT, tmp_path_factory.mktemp("cache"))
+
+
+def find_edge(graph: CodeGraph, src: str, dst: str, kind: str | None) -> list[Edge]:
+    return [e for e in graph.out_edges(src) if e.dst == dst and (kind is None or e.kind == kind)]
+
+
+def check(graph: CodeGraph, src: str, dst: str, kind: str, resolver: str | None, snippet: str | None) -> None:
+    assert src in graph, f"missing source node {src}"
+    assert dst in graph, f"missing target node {dst}"
+    found = find_edge(graph, src, dst, kind)
+    assert found, f"missing {kind} {src} -> {dst}; has {[(e.kind, e.dst) for e in graph.out_edges(src)]}"
+    edge = found[0]
+    if resolver is not None:
+        assert edge.resolver == resolver, f"{kind} {src} -> {dst}: resolver {edge.resolver}, expected {resolver}"
+    assert edge.path == src.partition("::")[0], "an edge is sited in the file of its source"
+    if snippet is not None:
+        line = (ROOT / edge.path).read_text().splitlines()[edge.line - 1]
+        assert snippet in line, f"{kind} {src} -> {dst}: site line {edge.line} is {line!r}, expected {snippet!r}"
+        assert 0 <= edge.col <= len(line)
+
+
+@pytest.mark.parametrize(("src", "dst", "kind", "resolver", "snippet"), MUST_EXIST,
+                         ids=[f"{k}:{s}->{d}" for s, d, k, _, _ in MUST_EXIST])
+def test_edge_exists(index: WorkspaceIndex, src: str, dst: str, kind: str, resolver: str | None,
+                     snippet: str | None) -> None:
+    check(index.graph, src, dst, kind, resolver, snippet)
+
+
+@pytest.mark.parametrize(("src", "dst", "kind"), MUST_NOT_EXIST, ids=[f"{s}-x->{d}" for s, d, _ in MUST_NOT_EXIST])
+def test_edge_absent(index: WorkspaceIndex, src: str, dst: str, kind: str | None) -> None:
+    assert src in index.graph, f"missing source node {src} (the negative case would pass vacuously)"
+    assert dst in index.graph, f"missing target node {dst} (the negative case would pass vacuously)"
+    assert not find_edge(index.graph, src, dst, kind), f"unexpected edge {src} -> {dst}"
+
+
+def test_every_binder_edge_kind_is_exercised(index: WorkspaceIndex) -> None:
+    counts = index.graph.edge_counts()
+    binder_kinds = {k.value for k in EdgeKind} - {"COVERS", "TOUCHED"}
+    assert {k for k in binder_kinds if counts[k] == 0} == set()
+    assert {k for _, _, k, _, _ in MUST_EXIST} == binder_kinds
+
+
+def test_no_edge_into_unrelated_class(index: WorkspaceIndex) -> None:
+    """Nothing but its own file points at Cache: its method names collide with Repo's on purpose."""
+    for node in ("app/unrelated.py::Cache.save", "app/unrelated.py::Cache.find", "app/unrelated.py::Cache"):
+        sources = {e.src for e in index.graph.in_edges(node)}
+        assert sources <= {"app/unrelated.py", "app/unrelated.py::Cache"}, sources
+
+
+def _site_chains(index: WorkspaceIndex, path: str, which: str) -> set[tuple[str, ...]]:
+    facts = index.facts[path]
+    b = index.bindings[path]
+    if which == "unresolved":
+        return {facts.sites[i].chain for i in b.unresolved}
+    return set()
+
+
+def test_library_calls_count_as_external_not_unresolved(index: WorkspaceIndex) -> None:
+    unresolved = _site_chains(index, "app/services.py", "unresolved")
+    # unknown receivers stay unresolved (for jedi), library calls are external, not unresolved
+    assert ("thing", "save") in unresolved
+    assert ("get",) in unresolved  # the untyped parameter `get`
+    for chain in [("self", "session", "get"), ("requests", "Session"), ("requests", "get"), ("resp", "json"),
+                  ("self", "start"), ("self", "get")]:
+        assert chain not in unresolved, chain
+    assert index.bindings["app/services.py"].external >= 6
+    counts = index.resolution_counts()
+    assert counts["internal"] > counts["unresolved"] > 0
+
+
+def test_every_edge_has_provenance(index: WorkspaceIndex) -> None:
+    for e in index.graph.edges():
+        assert e.resolver, e
+        assert (ROOT / e.path).is_file(), e
+        assert e.line >= 1 and e.col >= 0, e
+
+
+def test_syntax_error_file_is_indexed_and_reported(tmp_path: Path) -> None:
+    """The fixture stays valid; a broken copy still yields its definitions and edges."""
+    import shutil
+
+    root = tmp_path / "ws"
+    shutil.copytree(ROOT, root)
+    p = root / "app/models.py"
+    p.write_text(p.read_text().replace("def find(self, key):", "def find(self, key:"))
+    idx = build_index(root, tmp_path / "cache")
+    assert any(err["path"] == "app/models.py" and "syntax error" in err["message"] for err in idx.errors())
+    check(idx.graph, M + "Repo", M + "Base", "INHERITS", "ast-scope", None)
+    check(idx.graph, S + "Service.run_param", M + "Repo.save", "CALLS", "ast-type", None)
