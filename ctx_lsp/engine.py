@@ -241,6 +241,18 @@ class Engine:
         with self.lock:
             return self.retriever.context_at(path, line, col, budget, checkpoint=checkpoint)
 
+    def note_open(self, path: str) -> None:
+        """Working memory: a file the user opened (fed by the server)."""
+        self.retriever.working.touch(path)
+
+    def note_edit(self, path: str) -> None:
+        """Working memory: a file the user edited (fed by the server)."""
+        self.retriever.working.touch(path, edited=True)
+
+    def set_stale(self, stale: bool) -> None:
+        """Mark answers as coming from a partial index (while the server is still indexing)."""
+        self.retriever.stale = stale
+
     def status(self) -> dict[str, Any]:
         ix = self.index
         return {

@@ -112,6 +112,7 @@ class WorkspaceIndex:
         self.last_update = 0.0
         self.listeners: list[Callable[[set[str]], None]] = []  # called with changed paths after updates
         self.extra_state: dict[str, Any] = {}  # other producers' persisted state (history, coverage)
+        self.overlay_text: dict[str, str] = {}  # editor buffers (unsaved text), by path
 
     # -- building ----------------------------------------------------------------------------
     def load_or_build(self, progress: Progress | None = None) -> BuildReport:
@@ -348,6 +349,11 @@ class WorkspaceIndex:
             except OSError:
                 pass
         self.state[rel] = FileState(size, mtime, digest, overlay)
+        # the retrieval engine packs spans from what the index saw: keep unsaved buffers' text
+        if overlay:
+            self.overlay_text[rel] = text
+        else:
+            self.overlay_text.pop(rel, None)
         if old is not None and old.digest == digest:
             return 0
         return self._apply({rel: facts})
