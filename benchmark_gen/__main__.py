@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--per-relation", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cache-dir", default=None, help="index cache directory (default: the ctx-lsp cache)")
 
     p = sub.add_parser("evaluate", help="evaluate retrieval strategies on a generated benchmark")
     p.add_argument("file", metavar="FILE.jsonl")
@@ -31,6 +32,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="markdown report")
     p.add_argument("--json", default=None, help="JSON report")
     p.add_argument("--edges", default=None, help="a verify-edges JSON result to add a graph accuracy section")
+    p.add_argument("--cache-dir", default=None, help="index cache directory (default: the ctx-lsp cache)")
+    p.add_argument("--budget", type=int, default=4000, help="token budget of the engine rows")
+    p.add_argument("--png", default=None, help="bar chart path (default: next to --out/--json)")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals")
+
+    p = sub.add_parser("queries", help="hand-written query sets: engine vs a BM25 file baseline")
+    p.add_argument("root", metavar="ROOT")
+    p.add_argument("--set", required=True, help="name of a set in benchmark_gen/queries (flask, requests)")
+    p.add_argument("--budget", type=int, default=4000)
+    p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("verify-edges", help="edge precision/recall against pyright and runtime traces")
     p.add_argument("root", metavar="ROOT")
@@ -56,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmark_gen.evaluate import run_evaluate
 
         return run_evaluate(args)
+    if args.command == "queries":
+        from benchmark_gen.handeval import run_queries
+
+        return run_queries(args)
     if args.command == "verify-edges":
         from benchmark_gen.verify_edges import run_verify_edges
 

@@ -20,6 +20,7 @@ CUT_RATIO = 0.08  # drop candidates scoring under this share of the best
 MAX_ITEMS = 40
 FULL_RANKS = 8  # ranks that may get full text
 MAX_FULL_SHARE = 0.45  # one item's full text may take at most this share of the budget
+FULL_SHARE = 0.8  # full texts stop here, leaving room for lower-ranked signatures and references
 OUTLINE_MEMBERS = 20
 
 SourceLines = Callable[[str], list[str]]
@@ -118,6 +119,8 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
                     continue
                 cost = count_tokens(text)
                 if cost > MAX_FULL_SHARE * budget and rank > 0:
+                    continue
+                if items and used + cost + head > FULL_SHARE * budget:
                     continue
             elif detail == "signature":
                 text = signature_text(node, graph)

@@ -1,0 +1,170 @@
+"""The read path on a fixture workspace: plans, expected files and symbols per trigger and operator,
+the hard token budget, reasons, memory across restarts, and the `context` CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctx_lsp.engine import Engine
+from ctx_lsp.retrieval.plan import make_plan
+from ctx_lsp.retrieval.render import to_markdown
+from ctx_lsp.retrieval.tokens import count_tokens
+
+FIXTURE = Path(__file__).parent / "fixtures" / "retrieval_ws"
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ws") / "retrieval_ws"
+    shutil.copytree(FIXTURE, root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def engine(workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> Engine:
+    e = Engine(workspace, cache_dir=tmp_path_factory.mktemp("cache"))
+    e.open()
+    return e
+
+
+# (query, trigger, operators that must be planned, symbols that must be delivered, symbols that must not)
+CASES = [
+    ("who calls apply_discount", "EXPLICIT_SYMBOL", {"callers"}, {"apply_discount", "OrderService.place"}, {"checkout"}),
+    ("what does OrderService.place call", "EXPLICIT_SYMBOL", {"callees"}, {"apply_discount", "with_tax", "BaseRepository.save"}, set()),
+    ("what implements BaseRepository", "EXPLICIT_SYMBOL", {"implementations"}, {"SqlRepository", "MemoryRepository"}, set()),
+    ("which methods override BaseRepository.save", "EXPLICIT_SYMBOL", {"implementations"}, {"SqlRepository.save", "MemoryRepository.save"}, set()),
+    ("where is SqlRepository instantiated", "EXPLICIT_SYMBOL", {"instantiations"}, {"get_order_service"}, set()),
+    ("references to TAX_RATE", "EXPLICIT_SYMBOL", {"references"}, {"with_tax"}, set()),
+    ("who imports shop/pricing.py", "EXPLICIT_SYMBOL", {"importers"}, set(), set()),
+    ("which tests cover OrderService", "EXPLICIT_SYMBOL", {"tests"}, {"test_place_stores_order"}, set()),
+    ("what must change if OrderService changes its signature", "EXPLICIT_SYMBOL", {"impact"}, {"get_order_service", "test_place_stores_order"}, set()),
+    # an instruction whose needed file (the wiring that builds the repository) shares no words with it
+    ("Make the database connection string of the SQL repository configurable", "IMPLICIT_CONTEXT", {"impact"}, {"SqlRepository", "get_order_service"}, set()),
+    ("code related to value added tax", "SEMANTIC_CONCEPT", set(), {"with_tax"}, set()),
+    ("Find the function get_order_service", "EXPLICIT_SYMBOL", set(), {"get_order_service"}, set()),
+]
+
+
+def _symbols(pack: dict) -> list[str]:
+    return [i["symbol"] for i in pack["items"] if i["symbol"]]
+
+
+@pytest.mark.parametrize(("query", "trigger", "operators", "present", "absent"), CASES, ids=[c[0] for c in CASES])
+def test_query_table(engine: Engine, query: str, trigger: str, operators: set[str], present: set[str], absent: set[str]) -> None:
+    pack = engine.context(query, 4000, record=False)
+    assert pack["plan"]["trigger"] == trigger
+    assert operators <= set(pack["plan"]["operators"])
+    got = _symbols(pack)
+    assert present <= set(got), (query, got)
+    assert not (absent & set(got)), (query, got)
+    assert pack["tokens"] <= pack["budget"]
+    for item in pack["items"]:
+        assert item["reasons"], item
+        assert item["detail"] in ("full", "signature", "reference")
+
+
+def test_importers_lists_files(engine: Engine) -> None:
+    pack = engine.context("who imports shop/pricing.py", 4000, record=False)
+    assert "shop/orders.py" in [i["path"] for i in pack["items"]]
+
+
+def test_reasons_name_the_edge_and_source(engine: Engine) -> None:
+    pack = engine.context("who calls apply_discount", 4000, record=False)
+    place = next(i for i in pack["items"] if i["symbol"] == "OrderService.place")
+    assert {"via": "CALLS<-", "from": "shop/pricing.py::apply_discount"}.items() <= place["reasons"][0].items()
+
+
+@pytest.mark.parametrize(("text", "mentions", "not_mentions"), [
+    ("Find where Returns are computed", [], ["Find", "Returns"]),
+    ("Updates the function apply_discount", ["apply_discount"], ["Updates"]),
+    ("code related to caching of templates", [], []),
+    ("what calls `render_template` in src/app/views.py", ["render_template", "src/app/views.py"], []),
+    ("KeyError: 'user' raised by load_user()", ["load_user"], []),
+])
+def test_plan_traps(text: str, mentions: list[str], not_mentions: list[str]) -> None:
+    plan = make_plan(text, lambda w: w in {"apply_discount", "load_user", "render_template"})
+    for m in mentions:
+        assert m in plan.mentions
+    for m in not_mentions:
+        assert m not in plan.mentions
+    if "related to" in text:
+        assert plan.trigger == "SEMANTIC_CONCEPT" and plan.concepts
+
+
+@settings(max_examples=25, deadline=None)
+@given(budget=st.integers(min_value=20, max_value=3000))
+def test_budget_is_never_exceeded(engine: Engine, budget: int) -> None:
+    pack = engine.context("what must change if OrderService changes", budget, record=False)
+    assert pack["tokens"] <= budget
+    assert sum(i["tokens"] for i in pack["items"]) == pack["tokens"]
+    for item in pack["items"]:
+        assert count_tokens(item["text"]) <= item["tokens"]
+
+
+def test_detail_falls_off_with_rank(engine: Engine) -> None:
+    pack = engine.context("what must change if BaseRepository changes", 300, record=False)
+    details = [i["detail"] for i in pack["items"]]
+    assert details and details[0] in ("full", "signature")
+    order = {"full": 0, "signature": 1, "reference": 2}
+    assert "reference" in details or "signature" in details
+    assert order[details[0]] <= order[details[-1]]
+
+
+def test_temporal_query_uses_episodic_memory_across_restarts(workspace: Path, tmp_path: Path) -> None:
+    first = Engine(workspace, cache_dir=tmp_path)
+    first.open()
+    first.context("what implements BaseRepository", 2000)
+    second = Engine(workspace, cache_dir=tmp_path)  # a restart: memory comes from the cache dir
+    second.open()
+    pack = second.context("the class we looked at before", 2000)
+    assert pack["plan"]["trigger"] == "TEMPORAL_HISTORY"
+    assert "BaseRepository" in _symbols(pack)[:3]
+    assert any(r["via"] == "episodic-memory" for i in pack["items"] for r in i["reasons"])
+
+
+def test_unsaved_buffer_is_what_gets_packed(workspace: Path, tmp_path: Path) -> None:
+    e = Engine(workspace, cache_dir=tmp_path)
+    e.open()
+    text = (workspace / "shop/pricing.py").read_text() + "\n\ndef loyalty_bonus(amount):\n    return apply_discount(amount, 5)\n"
+    e.index.update_file("shop/pricing.py", text, overlay=True)
+    pack = e.context("who calls apply_discount", 4000, record=False)
+    bonus = [i for i in pack["items"] if i["symbol"] == "loyalty_bonus"]
+    assert bonus and "apply_discount(amount, 5)" in bonus[0]["text"]
+    assert pack["dirty_files"] == ["shop/pricing.py"]
+
+
+def test_markdown_rendering(engine: Engine) -> None:
+    pack = engine.context("who calls apply_discount", 4000, record=False)
+    md = to_markdown(pack)
+    assert md.startswith("# Context for: who calls apply_discount")
+    assert "## shop/orders.py:" in md and "```python" in md and "why: CALLS<-" in md
+
+
+def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ctx_lsp", *args], capture_output=True, text=True, input=stdin, timeout=120)
+
+
+def test_cli_context_json_and_stdin(workspace: Path, tmp_path: Path) -> None:
+    out = _cli("context", "--root", str(workspace), "--cache-dir", str(tmp_path), "--json", "--budget", "800",
+               "who calls with_tax")
+    assert out.returncode == 0, out.stderr
+    pack = json.loads(out.stdout)
+    assert pack["budget"] == 800 and pack["tokens"] <= 800
+    assert "OrderService.place" in _symbols(pack)
+    md = _cli("context", "--root", str(workspace), "--cache-dir", str(tmp_path), "-", stdin="who calls with_tax\n")
+    assert md.returncode == 0 and "OrderService.place" in md.stdout
+
+
+@pytest.mark.parametrize("args", [["context", ""], ["context", "--root", "/nonexistent/root", "x"], ["context", "-"]])
+def test_cli_context_errors(args: list[str], tmp_path: Path) -> None:
+    out = _cli(*args, "--cache-dir", str(tmp_path), stdin="")
+    assert out.returncode == 2
+    assert out.stderr.startswith("ctx-lsp: error:") and len(out.stderr.strip().splitlines()) == 1
