@@ -1,0 +1,406 @@
+"""`ctx-lsp mcp`: the engine served to coding agents over MCP (stdio).
+
+Thin adapters over `ctx_lsp.engine.Engine` (the same engine and persistent index as the language
+server and the CLI). Every tool refreshes files changed on disk (size/mtime, then content hash)
+before answering. Errors an agent can act on (unknown symbol, path outside the root, bad argument)
+come back as MCP tool errors (`is_error=True`) with a one-line message.
+
+stdout is the JSON-RPC wire: nothing here prints; logging goes to stderr. While serving, the SDK
+also points fd 1 at stderr, so stray output from libraries cannot corrupt the wire.
+Part of the core: never imports pygls or lsprotocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import logging
+import threading
+from collections import deque
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import unquote, urlparse
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
+from pydantic import Field
+
+from ctx_lsp import __version__
+from ctx_lsp.engine import Engine, TargetNotFound
+from ctx_lsp.model import Node
+
+log = logging.getLogger("ctx_lsp.mcp")
+
+MAX_LINES = 200  # a relation listing longer than this is cut (with a count) to protect the agent's context
+TEST_DEPTH = 3  # tests that reach a symbol through at most this many calls count as its (static) tests
+
+INSTRUCTIONS = """\
+ctx-lsp keeps a typed code graph of this Python workspace (imports, calls, references, inheritance,
+instantiation, overrides, tests, history; each edge with its source site). Start a task with
+get_context (the smallest explained set of code for a question, inside a token budget). Use
+find_callers / find_callees / tests_for before changing a function, get_architectural_context to see
+how a file is wired, and semantic_search when you only know words, not names.
+Paths are relative to the workspace root; lines are 1-based."""
+
+
+class ToolFailure(Exception):
+    """An anticipated failure with a message for the agent (becomes an MCP ToolError)."""
+
+
+# --------------------------------------------------------------------------------------------
+# the bridge: tool logic, independent of the MCP SDK (testable in-process)
+# --------------------------------------------------------------------------------------------
+class Bridge:
+    """One Engine for the workspace, opened in the background at start and refreshed on every call."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.root = engine.root.resolve()
+        self._warm: threading.Thread | None = None
+
+    def warm_up(self) -> None:
+        """Open the index off the request path; the first tool call waits on the engine lock if needed."""
+
+        def run() -> None:
+            try:
+                self.engine.open()
+            except Exception:  # the next tool call retries (refresh opens) and reports the error
+                log.exception("opening the index failed")
+
+        self._warm = threading.Thread(target=run, name="ctx-lsp-mcp-open", daemon=True)
+        self._warm.start()
+
+    def _fresh(self) -> None:
+        try:
+            changed = self.engine.refresh()
+        except Exception as exc:  # an unreadable cache or root: tell the agent, keep serving
+            log.exception("refresh failed")
+            raise ToolFailure(f"could not update the index: {exc}") from exc
+        if changed:
+            log.debug("refreshed %d changed files", len(changed))
+
+    # -- argument helpers ----------------------------------------------------------------------
+    def rel_path(self, raw: str) -> str:
+        """A workspace-relative POSIX path for a path/URI, refusing anything outside the root."""
+        text = raw.strip()
+        if not text:
+            raise ToolFailure("empty path")
+        if text.startswith("file://"):
+            text = unquote(urlparse(text).path)
+        p = Path(text)
+        full = p if p.is_absolute() else self.root / p
+        resolved = full.resolve()  # follows `..` and symlinks: a link pointing outside is outside
+        try:
+            rel = resolved.relative_to(self.root)
+        except ValueError:
+            raise ToolFailure("path escapes the workspace root") from None
+        return rel.as_posix() if rel.parts else "."
+
+    @staticmethod
+    def _looks_like_path(text: str) -> bool:
+        return text.endswith(".py") or "/" in text or "\\" in text or text.startswith(("file://", "~"))
+
+    def resolve_symbol(self, raw: str, allow_file: bool = False) -> tuple[str, list[str]]:
+        """(node id, other candidate ids) for a symbol name; ToolFailure with a suggestion when unknown."""
+        t = raw.strip()
+        if not t:
+            raise ToolFailure("empty symbol name")
+        g = self.engine.graph
+        if "::" in t:
+            path_part, _, qual = t.partition("::")
+            node_id = f"{self.rel_path(path_part)}::{qual.strip()}"
+            if node_id in g:
+                return node_id, []
+            raise ToolFailure(f"unknown symbol: {t} (no {qual.strip()!r} in {self.rel_path(path_part)})")
+        if self._looks_like_path(t) or Path(t).is_absolute():
+            rel = self.rel_path(t)
+            if allow_file:
+                if rel in g:
+                    return rel, []
+                raise ToolFailure(f"file not in the index: {rel}")
+            raise ToolFailure(f"expected a symbol name (e.g. `Class.method`, `pkg.mod.func` or `path.py::Qual.name`), "
+                              f"got the file path {rel!r}; use get_architectural_context for a file")
+        candidates = self.engine.find_symbols(t)
+        if not candidates:
+            names = sorted({n.qualname for n in g.nodes() if n.qualname})
+            short = sorted({q.rsplit(".", 1)[-1] for q in names})
+            close = difflib.get_close_matches(t, names, n=3, cutoff=0.6) or \
+                difflib.get_close_matches(t.rsplit(".", 1)[-1], short, n=3, cutoff=0.6)
+            hint = f"; did you mean: {', '.join(close)}?" if close else ""
+            raise ToolFailure(f"unknown symbol: {t}{hint}")
+        return candidates[0].id, [c.id for c in candidates[1:6]]
+
+    # -- tools -----------------------------------------------------------------------------------
+    def get_context(self, query: str, budget: int, fmt: str, path: str | None = None,
+                    line: int | None = None) -> tuple[str, dict[str, Any]]:
+        q = query.strip()
+        if not q:
+            raise ToolFailure("empty query")
+        rel = self.rel_path(path) if path else None
+        self._fresh()
+        try:
+            pack = self.engine.context(q, budget, path=rel, line=line)
+        except ImportError as exc:
+            raise ToolFailure(f"the retrieval engine is not available in this installation ({exc})") from exc
+        except (TargetNotFound, ValueError) as exc:
+            raise ToolFailure(str(exc)) from exc
+        if fmt == "json":
+            return json.dumps(pack, indent=1), pack
+        from ctx_lsp.retrieval.render import to_markdown
+
+        return to_markdown(pack), pack
+
+    def architectural(self, file_path: str, fmt: str) -> str:
+        rel = self.rel_path(file_path)
+        self._fresh()
+        g = self.engine.graph
+        if rel not in g:
+            if (self.root / rel).is_dir():
+                raise ToolFailure(f"{rel} is a directory; pass a Python file inside it")
+            if (self.root / rel).exists():
+                reason = self.engine.index.skipped.get(rel) if hasattr(self.engine.index, "skipped") else None
+                raise ToolFailure(f"{rel} is not an indexed Python file" + (f" ({reason})" if reason else ""))
+            raise ToolFailure(f"file not found in the workspace: {rel}")
+        with self.engine.lock:
+            arch = self.engine.architectural(rel)
+        if fmt == "json":
+            return json.dumps(arch, indent=1)
+        total = sum(len(grp["neighbors"]) for grp in arch["groups"])
+        lines = [f"{rel}: typed 1-hop neighbourhood, {total} edges "
+                 f"(-> out of this file or its symbols, <- into them; site = where the edge is written)"]
+        if not total:
+            lines.append("(no edges: nothing in the workspace imports or uses this file, and it uses nothing in it)")
+        for grp in arch["groups"]:
+            arrow = "->" if grp["direction"] == "out" else "<-"
+            lines.append(f"{grp['edge']} {arrow} ({len(grp['neighbors'])})")
+            for nb in grp["neighbors"]:
+                other = f"{nb['path']}:{nb['line']} {nb['symbol']}" if nb["symbol"] else nb["path"]
+                mine = f" [{nb['from_symbol']}]" if nb.get("from_symbol") else ""
+                names = f" names={','.join(nb['names'])}" if nb.get("names") else ""
+                lines.append(f"  {other}{mine}{names}  (site {nb['site']['path']}:{nb['site']['line']}, {nb['resolver']})")
+        return "\n".join(lines)
+
+    def semantic_search(self, query: str, top_n: int) -> str:
+        q = query.strip()
+        if not q:
+            raise ToolFailure("empty query")
+        self._fresh()
+        with self.engine.lock:
+            try:
+                ranked = self.engine.retriever.bm25_files(q, top_n)
+            except ImportError as exc:
+                raise ToolFailure(f"the retrieval engine is not available in this installation ({exc})") from exc
+            g = self.engine.graph
+            lines = [f"{len(ranked)} files for {q!r}, best first (BM25 over function/class chunks):"]
+            for i, r in enumerate(ranked, 1):
+                best = g.node(r.get("best_chunk") or "")
+                where = f"  best: {best.qualname or '(module)'}:{best.start_line}" if best is not None else ""
+                lines.append(f"{i}. {r['path']}  score {float(r['score']):.2f}{where}")
+        if not ranked:
+            return f"no files match {q!r} (BM25 over function/class names, signatures, docstrings and identifiers)"
+        return "\n".join(lines)
+
+    def relation(self, symbol: str, relation: str) -> str:
+        self._fresh()
+        with self.engine.lock:
+            node_id, others = self.resolve_symbol(symbol, allow_file=relation == "history")
+            if relation == "tests":
+                return self._tests(node_id, others)
+            items = self.engine.related(node_id, relation)
+            node = self.engine.graph.node(node_id)
+            assert node is not None
+            head = self._describe(node)
+            note = self._ambiguity(symbol, others)
+            if relation == "history":
+                if not items:
+                    if not self.engine.graph.edge_counts().get("TOUCHED", 0):
+                        return (f"history unavailable for {head}: the index holds no commit history (no TOUCHED edges); "
+                                f"the workspace is not a git repository or its history has not been imported." + note)
+                    return f"no recorded commit touched {head}" + note
+                lines = [f"{len(items)} commits touched {head}, as recorded in the index:"]
+                for it in items[:MAX_LINES]:
+                    n: Node = it["node"]
+                    doc = (n.doc or "").strip().splitlines()
+                    lines.append(f"{n.id} {n.signature} {doc[0] if doc else ''}".rstrip() + f" ({it['reason']})")
+                return self._finish(lines, len(items), note)
+            word = {"callers": "callers of", "callees": "callees of"}[relation]
+            if not items:
+                what = "calls or instantiates it" if relation == "callers" else "it calls or instantiates"
+                return (f"no {word.split()[0]} found for {head}: nothing in the workspace index {what} "
+                        f"(static edges; dynamic dispatch such as getattr or callbacks is not seen)." + note)
+            lines = [f"{len(items)} {word} {head}:"]
+            for it in items[:MAX_LINES]:
+                n, e = it["node"], it["edge"]
+                loc = f"{e.path}:{e.line}" if relation == "callers" else f"{n.path}:{n.start_line}"
+                lines.append(f"{loc} {n.qualname or n.path} ({it['reason']})")
+            return self._finish(lines, len(items), note)
+
+    def _tests(self, node_id: str, others: list[str]) -> str:
+        """Tests for a symbol: COVERS edges (per-test coverage, static test mapping) plus tests that call it
+        directly or through up to TEST_DEPTH calls (static, from CALLS/INSTANTIATES edges)."""
+        g = self.engine.graph
+        node = g.node(node_id)
+        assert node is not None
+        head = self._describe(node)
+        found: dict[str, str] = {}
+        locs: dict[str, str] = {}
+        for it in self.engine.related(node_id, "tests"):
+            n = it["node"]
+            found.setdefault(n.id, it["reason"])
+            locs[n.id] = f"{n.path}:{n.start_line}"
+        # static: walk callers upward; a class counts as reached when any of its methods is
+        # chain: the symbols between a test and the target, nearest to the test last
+        starts: list[tuple[str, list[str]]] = [(node_id, [])]
+        if node.kind == "class":
+            starts += [(n.id, [n.qualname]) for n in g.nodes_of_file(node.path)
+                       if n.qualname and n.qualname.startswith(f"{node.qualname}.")]
+        queue: deque[tuple[str, list[str]]] = deque(starts)
+        seen = {s for s, _ in starts}
+        while queue:
+            cur, chain = queue.popleft()
+            if len(chain) >= TEST_DEPTH:
+                continue
+            for it in self.engine.related(cur, "callers"):
+                n: Node = it["node"]
+                if n.id in seen:
+                    continue
+                seen.add(n.id)
+                if n.kind != "test":
+                    queue.append((n.id, [*chain, n.qualname or n.id]))
+                    continue
+                if n.id not in found:
+                    e = it["edge"]
+                    found[n.id] = (f"static: calls it directly at {e.path}:{e.line}" if not chain else
+                                   f"static: reaches it via {' -> '.join(reversed(chain))} (call at {e.path}:{e.line})")
+                    locs[n.id] = f"{n.path}:{n.start_line}"
+        note = self._ambiguity(node.qualname or node_id, others)
+        if not found:
+            cov = g.edge_counts().get("COVERS", 0)
+            how = ("coverage data is imported but no test covers it" if cov else
+                   "no per-test coverage is imported (run `ctx-lsp coverage run -- pytest` for dynamic COVERS edges)")
+            return (f"no tests found for {head}: {how}, and no test function calls it within {TEST_DEPTH} calls." + note)
+        lines = [f"{len(found)} tests for {head}:"]
+        for tid, reason in list(found.items())[:MAX_LINES]:
+            tn = g.node(tid)
+            lines.append(f"{locs[tid]} {tn.qualname if tn else tid} ({reason})")
+        return self._finish(lines, len(found), note)
+
+    def _describe(self, node: Node) -> str:
+        if node.qualname is None:
+            return node.path
+        return f"{node.qualname} ({node.kind} at {node.path}:{node.start_line})"
+
+    def _ambiguity(self, asked: str, others: list[str]) -> str:
+        if not others:
+            return ""
+        return (f"\nnote: {asked!r} also matches {', '.join(others)}; pass a qualified name "
+                f"(`Class.method`, `pkg.mod.func` or `path.py::Qual.name`) to choose.")
+
+    @staticmethod
+    def _finish(lines: list[str], total: int, note: str) -> str:
+        if total > MAX_LINES:
+            lines.append(f"... and {total - MAX_LINES} more")
+        return "\n".join(lines) + note
+
+
+# --------------------------------------------------------------------------------------------
+# the MCP server
+# --------------------------------------------------------------------------------------------
+# Tool signatures are read by the SDK (pydantic) from these annotations: they must be module-level names.
+Symbol = Annotated[str, Field(description="a symbol: short name (`apply_discount`), `Class.method`, dotted "
+                                          "`pkg.mod.func`, or `path/to/file.py::Qual.name` to disambiguate")]
+
+
+def build_server(bridge: Bridge) -> MCPServer:
+    """An MCPServer whose tools call `bridge`."""
+    app = MCPServer("ctx-lsp", instructions=INSTRUCTIONS, version=__version__)
+
+    def call(fn, *a):  # type: ignore[no-untyped-def]
+        try:
+            return fn(*a)
+        except ToolFailure as exc:
+            raise ToolError(str(exc)) from None
+
+    @app.tool()
+    def get_context(
+        query: Annotated[str, Field(description="the task or question in plain words, naming symbols/files if known")],
+        budget: Annotated[int, Field(ge=1, le=200_000, description="hard token budget of the pack")] = 4000,
+        format: Annotated[Literal["markdown", "json"], Field(
+            description="markdown (default, for reading) or json (the ContextPack, also as structured content)")] = "markdown",
+        path: Annotated[str | None, Field(description="optional: the file you are working in (workspace-relative)")] = None,
+        line: Annotated[int | None, Field(ge=1, description="optional: 1-based line in `path` you are working at")] = None,
+    ) -> CallToolResult:
+        """Use FIRST for any task or question about this codebase: returns the smallest explained set of code
+        (definitions, callers, callees, tests, related files) that answers it, ranked, within a hard token budget.
+        Each item says why it was included. Prefer this over reading files one by one."""
+        text, pack = call(bridge.get_context, query, budget, format, path, line)
+        if format == "json":
+            return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=pack)
+        # markdown only: several clients show structured content instead of the text when both are present
+        return CallToolResult(content=[TextContent(type="text", text=text)])
+
+    @app.tool()
+    def get_architectural_context(
+        file_path: Annotated[str, Field(description="a Python file, workspace-relative (e.g. `pkg/service.py`)")],
+        format: Annotated[Literal["text", "json"], Field(description="text (default) or json")] = "text",
+    ) -> str:
+        """Use before editing, moving or reviewing a file: its typed 1-hop neighbourhood in both directions
+        (what it imports/calls/inherits/instantiates, and what imports/calls/references it), grouped by edge
+        kind, each with the exact site (path:line) and the resolver that found it."""
+        return call(bridge.architectural, file_path, format)
+
+    @app.tool()
+    def semantic_search(
+        query: Annotated[str, Field(description="words describing the behaviour or concept you are looking for")],
+        top_n: Annotated[int, Field(ge=1, le=100, description="how many files to return")] = 10,
+    ) -> str:
+        """Use when you know WHAT the code does but not its names: files ranked by BM25 over function and class
+        chunks (names, signatures, docstrings, identifiers), each with its best-matching symbols and lines."""
+        return call(bridge.semantic_search, query, top_n)
+
+    @app.tool()
+    def find_callers(symbol: Symbol) -> str:
+        """Use before changing a function's signature or behaviour: every place in the workspace that calls
+        (or, for a class, instantiates) it, as `path:line caller (reason)` with the call site."""
+        return call(bridge.relation, symbol, "callers")
+
+    @app.tool()
+    def find_callees(symbol: Symbol) -> str:
+        """Use to understand what a function depends on: the workspace functions, methods and classes it calls
+        or instantiates, as `path:line callee (reason)` pointing at each callee's definition."""
+        return call(bridge.relation, symbol, "callees")
+
+    @app.tool()
+    def tests_for(symbol: Symbol) -> str:
+        """Use to find which tests to run or update after changing a symbol: tests covering it (per-test
+        coverage when imported) and tests that call it directly or through a few calls (static)."""
+        return call(bridge.relation, symbol, "tests")
+
+    @app.tool()
+    def symbol_history(symbol: Annotated[str, Field(description="a symbol (as for find_callers) or a file path")]) -> str:
+        """Use to learn why code looks the way it does or who changed it recently: the commits that touched the
+        symbol or file (from git history in the index); says so when no history is available."""
+        return call(bridge.relation, symbol, "history")
+
+    return app
+
+
+def _engine(args: argparse.Namespace) -> Engine:
+    from ctx_lsp.cli import _filter, _root  # CliError for a missing root is reported by the CLI (exit 2)
+
+    root = _root(args)
+    cache = Path(args.cache_dir) if getattr(args, "cache_dir", None) else None
+    return Engine(root, cache_dir=cache, flt=_filter(args))
+
+
+def run_mcp(args: argparse.Namespace) -> int:
+    """Serve the MCP tools on stdio until the client closes the connection."""
+    engine = _engine(args)
+    bridge = Bridge(engine)
+    app = build_server(bridge)
+    log.info("ctx-lsp mcp serving %s", engine.root)
+    bridge.warm_up()
+    app.run("stdio")
+    return 0
