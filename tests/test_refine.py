@@ -1,0 +1,205 @@
+"""jedi refinement: edges for sites the static pass leaves open, externals kept out, per-digest caching."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from ctx_lsp.index import WorkspaceIndex
+from ctx_lsp.model import RESOLVER_JEDI
+from ctx_lsp.refine import STATE_KEY, Refiner
+
+REPO = '''\
+class Repo:
+    def save(self):
+        return 1
+
+
+class Holder:
+    def get_fn(self):
+        return len
+
+
+holder = Holder()
+
+
+def dumps(x):
+    """A project function that shares its name with json.dumps."""
+    return str(x)
+'''
+
+USE = '''\
+import json
+
+from pkg.repo import Repo, holder
+
+
+def pick():
+    return {"a": Repo()}["a"]
+
+
+def run2(x):
+    r = pick()
+    r.save()
+    codec = {"j": json}["j"]
+    return codec.dumps(x)
+
+
+def call_of_call():
+    return holder.get_fn()([1])
+'''
+
+BROKEN = "def broken(:\n    x = (1,\n    r.save(\n\x00\ufeff weird ( text\n"
+
+
+def make_ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "repo.py").write_text(REPO)
+    (root / "pkg" / "use.py").write_text(USE)
+    (root / "pkg" / "broken.py").write_text(BROKEN)
+    return root
+
+
+def position(text: str, needle: str, name: str) -> tuple[int, int]:
+    """1-based line and 0-based column of `name` inside the first line containing `needle`."""
+    for i, line in enumerate(text.splitlines(), 1):
+        if needle in line:
+            return i, line.index(needle) + needle.index(name)
+    raise AssertionError(needle)
+
+
+def jedi_edges(index: WorkspaceIndex) -> list:
+    return [e for e in index.graph.edges() if e.resolver == RESOLVER_JEDI]
+
+
+@pytest.fixture()
+def ws(tmp_path: Path) -> tuple[Path, Path]:
+    return make_ws(tmp_path), tmp_path / "cache"
+
+
+def open_index(root: Path, cache: Path) -> WorkspaceIndex:
+    index = WorkspaceIndex(root, cache_dir=cache)
+    index.load_or_build()
+    return index
+
+
+def test_jedi_resolves_a_site_the_static_pass_left_open(ws: tuple[Path, Path]) -> None:
+    root, cache = ws
+    index = open_index(root, cache)
+    line, col = position(USE, "r.save()", "save")
+    facts = index.facts["pkg/use.py"]
+    open_sites = [facts.sites[i] for i in index.bindings["pkg/use.py"].unresolved]
+    assert any(s.line == line and s.col == col for s in open_sites), "precondition: static pass cannot bind r.save()"
+    assert index.graph.in_edges("pkg/repo.py::Repo.save", ["CALLS"]) == []
+
+    status = Refiner(index).run()
+
+    edges = [e for e in jedi_edges(index) if e.dst == "pkg/repo.py::Repo.save"]
+    assert len(edges) == 1
+    e = edges[0]
+    assert (e.src, e.kind, e.path, e.line, e.col) == ("pkg/use.py::run2", "CALLS", "pkg/use.py", line, col)
+    assert e in index.graph.in_edges("pkg/repo.py::Repo.save", ["CALLS"])
+    assert status["done"] == status["total"] > 0
+    assert status["added_edges"] >= 1 and status["internal"] >= 1
+    assert status["errors"] == 0 and status["file_errors"] == 0
+
+
+def test_external_target_never_maps_to_a_same_named_project_symbol(ws: tuple[Path, Path]) -> None:
+    root, cache = ws
+    index = open_index(root, cache)
+    line, col = position(USE, "codec.dumps(x)", "dumps")
+    assert any(index.facts["pkg/use.py"].sites[i].line == line for i in index.bindings["pkg/use.py"].unresolved)
+    status = Refiner(index).run()
+    assert status["external"] >= 1  # jedi followed codec to the json module
+    assert index.graph.in_edges("pkg/repo.py::dumps", ["CALLS", "REFERENCES"]) == []
+    assert not any(e.line == line for e in jedi_edges(index))
+
+
+def test_cross_check_confirms_static_bindings(ws: tuple[Path, Path]) -> None:
+    root, cache = ws
+    index = open_index(root, cache)
+    status = Refiner(index, sample_per_file=50).run()
+    # Repo(), pick(), holder.get_fn() (a call of a call: its site column is the expression start)
+    assert status["sampled"] >= 3
+    assert status["confirmed"] == status["sampled"]
+    assert status["contradicted"] == 0 and status["contradiction_examples"] == []
+
+
+def test_cache_avoids_running_jedi_again_in_process_and_after_restart(ws: tuple[Path, Path]) -> None:
+    root, cache = ws
+    index = open_index(root, cache)
+    refiner = Refiner(index)
+    first = refiner.run()
+    assert first["goto_calls"] > 0
+    again = refiner.run()
+    assert again["goto_calls"] == first["goto_calls"]  # nothing resolved twice
+    assert again["last_run"]["files"] == 0
+
+    restarted = open_index(root, cache)  # warm start from the persisted cache
+    assert restarted.extra_state[STATE_KEY]["files"], "jedi results were persisted"
+    fresh = Refiner(restarted)
+    assert {(e.src, e.dst) for e in jedi_edges(restarted)} == {(e.src, e.dst) for e in jedi_edges(index)}
+    status = fresh.run()
+    assert status["goto_calls"] == 0
+    assert status["done"] == status["total"] == first["total"]
+    assert status["added_edges"] == first["added_edges"]
+
+
+def test_a_changed_file_is_dropped_and_resolved_again(ws: tuple[Path, Path]) -> None:
+    root, cache = ws
+    index = open_index(root, cache)
+    refiner = Refiner(index)
+    first = refiner.run()
+    assert any(e.dst == "pkg/repo.py::Repo.save" for e in jedi_edges(index))
+
+    (root / "pkg" / "use.py").write_text("# moved down\n" + USE)  # saved, then reported by the editor
+    index.update_file("pkg/use.py", "# moved down\n" + USE)
+    assert not any(e.path == "pkg/use.py" for e in jedi_edges(index))  # the listener dropped them
+    assert refiner.status()["done"] < refiner.status()["total"]
+
+    second = refiner.run()
+    assert second["goto_calls"] > first["goto_calls"]
+    line, col = position(USE, "r.save()", "save")
+    moved = [e for e in jedi_edges(index) if e.dst == "pkg/repo.py::Repo.save"]
+    assert [(e.line, e.col) for e in moved] == [(line + 1, col)]
+    refiner.detach()
+    assert refiner._on_change not in index.listeners
+
+
+def test_stop_and_lock_and_unreadable_sources(ws: tuple[Path, Path]) -> None:
+    root, cache = ws
+    index = open_index(root, cache)
+    lock = threading.RLock()
+    refiner = Refiner(index, lock=lock)
+    stopped = refiner.run(should_stop=lambda: True)
+    assert stopped["last_run"]["stopped"] == "cancelled"
+    assert stopped["done"] == 0 and stopped["goto_calls"] == 0
+
+    # an editor buffer the refiner cannot see: its facts do not match the disk, so it is left for later
+    index.update_file("pkg/use.py", USE + "\n\ndef extra():\n    pass\n", overlay=True)
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.update(refiner.run(lock=lock)))
+    worker.start()
+    worker.join(120)
+    assert result and result["files_stale"] >= 1
+    assert result["done"] == result["total"] - 1
+
+    # given the buffer text, it is resolved
+    buffers = {"pkg/use.py": USE + "\n\ndef extra():\n    pass\n"}
+    with_buffers = Refiner(index, sources=buffers.get)
+    status = with_buffers.run()
+    assert status["done"] == status["total"]
+    assert any(e.dst == "pkg/repo.py::Repo.save" for e in jedi_edges(index))
+
+
+def test_nothing_is_written_outside_the_cache_dir(ws: tuple[Path, Path]) -> None:
+    root, cache = ws
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    index = open_index(root, cache)
+    Refiner(index).run()
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
+    assert (cache / "jedi").is_dir()  # jedi's parse pickles went into our cache directory
