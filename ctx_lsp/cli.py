@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="build or update the persistent index and print counts")
     p.add_argument("root_pos", nargs="?", metavar="ROOT", help="workspace root (same as --root)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--refine", action="store_true",
+                   help="then resolve what the static pass left open with jedi (cached per file content)")
     _add_common(p)
 
     p = sub.add_parser("neighbors", help="typed 1-hop neighbourhood of a file or symbol")
@@ -123,6 +125,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     progress = _Progress()
     engine = open_engine(args, progress)
     summary = summarize(engine.index, time.perf_counter() - t0)
+    if getattr(args, "refine", False):
+        summary["refinement"] = _refine(engine)
+        summary["edges"] = engine.index.graph.edge_counts()  # now including the jedi edges
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -134,11 +139,36 @@ def cmd_index(args: argparse.Namespace) -> int:
                 print(f"  {kind:<13} {n}")
         r = summary["resolution"]
         print(f"  call sites: {r['internal']} in the workspace, {r['external']} outside, {r['unresolved']} unresolved")
+        if "refinement" in summary:
+            j = summary["refinement"]
+            print(f"  jedi: {j['done']}/{j['total']} files, {j['sites']} open sites -> {j['internal']} in the workspace, "
+                  f"{j['external']} outside; +{j['added_edges']} edges; sample of static bindings: "
+                  f"{j['confirmed']} confirmed, {j['contradicted']} contradicted")
         if summary["errors"]:
             print(f"  {len(summary['errors'])} problems (first: {summary['errors'][0]['path']}: {summary['errors'][0]['message']})")
     if not progress.tty:
         print(f"indexed {summary['files']} files in {summary['seconds']:.2f} s", file=sys.stderr)
     return 0
+
+
+def _refine(engine: Any) -> dict[str, Any]:
+    """`index --refine`: jedi refinement with progress on stderr (a line every few seconds off a terminal)."""
+    from ctx_lsp.refine import refine_index
+
+    tty = sys.stderr.isatty()
+    last = [0.0]
+
+    def progress(stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] < (0.1 if tty else 5.0) and done < total:
+            return
+        last[0] = now
+        sys.stderr.write(f"\r\x1b[2K{stage}: {done}/{total}" if tty else f"{stage}: {done}/{total}\n")
+        if tty and done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return refine_index(engine.index, progress=progress, lock=engine.lock)
 
 
 def cmd_neighbors(args: argparse.Namespace) -> int:

@@ -572,9 +572,9 @@ def _trim_parso_cache(cap: int = PARSO_CACHE_CAP) -> None:
 
 
 def refine_index(index: WorkspaceIndex, progress: Progress | None = None, budget_s: float | None = None,
-                 sample_per_file: int = 5) -> dict[str, Any]:
+                 sample_per_file: int = 5, lock: AbstractContextManager | None = None) -> dict[str, Any]:
     """One-shot helper for the CLI and benchmarks: refine, save, report."""
-    refiner = Refiner(index, sample_per_file=sample_per_file)
+    refiner = Refiner(index, sample_per_file=sample_per_file, lock=lock)
     try:
         return refiner.run(progress=progress, budget_s=budget_s)
     finally:
