@@ -53,27 +53,43 @@ class Retriever:
             for path in sorted(facts):
                 self.lexical.set_file(facts[path], path)
             self._dirty = set()
+            self._refresh_names()
             return
         if self._dirty:
             for path in sorted(self._dirty):
                 self.lexical.set_file(facts.get(path), path)
             self._dirty.clear()
 
-    def names(self) -> list[str]:
-        self._refresh_names()
-        return self._names
-
-    def compound_names(self) -> list[str]:
-        self._refresh_names()
-        return self._compound
-
     def _refresh_names(self) -> None:
         g = self.engine.graph
         if self._names_rev != g.revision:
             self._names = sorted(g.by_name)
-            self._compound = sorted({n.name for n in g.nodes() if n.qualname and len(split_identifier(n.name)) >= 2
-                                     and n.kind in _SYMBOL_KINDS + ("variable",)})
+            self._by_prefix: dict[str, list[str]] = {}
+            for name in self._names:
+                self._by_prefix.setdefault(name[:2], []).append(name)
+            compound: dict[str, tuple[str, ...]] = {}
+            for n in g.nodes():
+                if n.qualname and n.kind in _SYMBOL_KINDS + ("variable",) and n.name not in compound:
+                    subs = tuple(split_identifier(n.name))
+                    if len(subs) >= 2:
+                        compound[n.name] = subs
+            self._compound = sorted(compound)
+            # sub-word -> compound names containing it, so a query only checks names sharing a word
+            self._by_subword: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+            for name in self._compound:
+                subs = compound[name]
+                for sw in set(subs):
+                    self._by_subword.setdefault(sw, []).append((name, subs))
             self._names_rev = g.revision
+
+    def names_like(self, word: str) -> list[str]:
+        """Candidate names for fuzzy matching: same first two letters (typos rarely hit those)."""
+        self._refresh_names()
+        return self._by_prefix.get(word[:2].lower(), [])
+
+    def compound_names_with(self, subword: str) -> list[tuple[str, tuple[str, ...]]]:
+        self._refresh_names()
+        return self._by_subword.get(subword, [])
 
     def source_lines(self, path: str) -> list[str]:
         """Lines of a file as the index sees it: the editor buffer when one is open, else the disk."""

@@ -20,6 +20,7 @@ from ctx_lsp.retrieval.text import terms
 K1 = 1.5
 B = 0.75
 EPSILON = 0.25
+COMMON_POSTINGS = 1500
 
 
 @dataclass(slots=True)
@@ -90,13 +91,18 @@ class LexicalIndex:
         avgdl = self.total_len / n if n else 1.0
         qtf = Counter(q)
         scores: dict[str, float] = {}
-        for term, mult in qtf.items():
+        # rarest terms first; a very common term then only adds to documents already found, which
+        # keeps a query over a large workspace to the documents that matter
+        ordered = sorted(qtf.items(), key=lambda kv: (len(self.postings.get(kv[0], ())), kv[0]))
+        for term, mult in ordered:
             ids = self.postings.get(term)
             if not ids:
                 continue
             if len(ids) > skip_common * n and len(qtf) > 1:
                 continue  # a term in a fifth of all chunks adds cost, not signal
             idf = self.idf(term)
+            if len(ids) > COMMON_POSTINGS and scores:
+                ids = [i for i in scores if i in ids]
             for node_id in ids:
                 ch = self.chunks[node_id]
                 f = ch.tf[term]

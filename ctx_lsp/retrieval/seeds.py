@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import difflib
+import re
 from typing import TYPE_CHECKING
 
 from ctx_lsp.retrieval.plan import Plan
 from ctx_lsp.retrieval.score import Candidates
-from ctx_lsp.retrieval.text import STOPWORDS, split_identifier, terms
+from ctx_lsp.retrieval.text import STOPWORDS, stem, terms
 
 if TYPE_CHECKING:
     from ctx_lsp.retrieval.engine import Retriever
@@ -46,7 +47,7 @@ def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
                 resolved.append(n.id)
             continue
         short = m.split(".")[-1]
-        close = difflib.get_close_matches(short.lower(), r.names(), n=3, cutoff=0.85)
+        close = difflib.get_close_matches(short.lower(), r.names_like(short), n=3, cutoff=0.85)
         for name in close:
             for n in g.symbols_named(name)[:2]:
                 cands.add(n.id, "symbol-fuzzy", W_FUZZY)
@@ -75,16 +76,21 @@ def lexical_seeds(r: Retriever, plan: Plan, cands: Candidates, top: int = 12) ->
 
 def subword_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
     """Names whose identifier sub-words are all in the query: "retry count" -> `retry_count`, `RetryCount`."""
-    words = {t for t in terms(plan.query) if t not in STOPWORDS}
+    raw = [w.lower() for w in re.findall(r"[A-Za-z]+", plan.query)]
+    words = {w for w in raw if w not in STOPWORDS} | {stem(w) for w in raw if w not in STOPWORDS}
     if len(words) < 2:
         return []
-    out = []
-    for name in r.compound_names():
-        subs = split_identifier(name)
-        if len(subs) >= 2 and all(s in words or s[:-1] in words for s in subs):
-            for n in r.engine.graph.symbols_named(name)[:3]:
-                cands.add(n.id, "symbol-subwords", W_CI)
-                out.append(n.id)
+    out: list[str] = []
+    seen: set[str] = set()
+    for w in sorted(words):
+        for name, subs in r.compound_names_with(w):
+            if name in seen:
+                continue
+            seen.add(name)
+            if all(s in words or stem(s) in words for s in subs):
+                for n in r.engine.graph.symbols_named(name)[:3]:
+                    cands.add(n.id, "symbol-subwords", W_CI)
+                    out.append(n.id)
     return out[:8]
 
 

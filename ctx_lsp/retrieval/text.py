@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -43,17 +44,17 @@ def stem(word: str) -> str:
     return w
 
 
+@lru_cache(maxsize=200_000)
+def _ident_terms(ident: str, keep_stopwords: bool) -> tuple[str, ...]:
+    subs = split_identifier(ident)
+    out = [ident.lower()] if len(subs) > 1 else []
+    out.extend(stem(s) for s in subs if len(s) >= 2 and (keep_stopwords or s not in STOPWORDS))
+    return tuple(out)
+
+
 def terms(text: str, keep_stopwords: bool = False) -> list[str]:
     """Index terms of free text or code: stemmed identifier sub-words plus whole lower-cased identifiers."""
     out: list[str] = []
-    for m in _WORD.finditer(text):
-        ident = m.group()
-        subs = split_identifier(ident)
-        low = ident.lower()
-        if len(subs) > 1:
-            out.append(low)
-        for s in subs:
-            if len(s) < 2 or (not keep_stopwords and s in STOPWORDS):
-                continue
-            out.append(stem(s))
+    for ident in _WORD.findall(text):
+        out.extend(_ident_terms(ident, keep_stopwords))
     return out
