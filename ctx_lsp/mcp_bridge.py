@@ -138,6 +138,8 @@ class Bridge:
         q = query.strip()
         if not q:
             raise ToolFailure("empty query")
+        if line is not None and not path:
+            raise ToolFailure("`line` needs `path` (the file the line is in)")
         rel = self.rel_path(path) if path else None
         self._fresh()
         try:
@@ -247,9 +249,9 @@ class Bridge:
         found: dict[str, str] = {}
         locs: dict[str, str] = {}
         for it in self.engine.related(node_id, "tests"):
-            n = it["node"]
-            found.setdefault(n.id, it["reason"])
-            locs[n.id] = f"{n.path}:{n.start_line}"
+            cov: Node = it["node"]
+            found.setdefault(cov.id, it["reason"])
+            locs[cov.id] = f"{cov.path}:{cov.start_line}"
         # static: walk callers upward; a class counts as reached when any of its methods is
         # chain: the symbols between a test and the target, nearest to the test last
         starts: list[tuple[str, list[str]]] = [(node_id, [])]
@@ -263,7 +265,7 @@ class Bridge:
             if len(chain) >= TEST_DEPTH:
                 continue
             for it in self.engine.related(cur, "callers"):
-                n: Node = it["node"]
+                n = it["node"]
                 if n.id in seen:
                     continue
                 seen.add(n.id)

@@ -169,6 +169,7 @@ async def test_bad_arguments_unknown_symbols_and_path_escapes_are_tool_errors(ws
             await err(s, "tests_for", {"symbol": "../outside.py::f"}),
             await err(s, "get_context", {"query": "tax", "path": "../../etc/passwd"}),
         ]
+        line_alone = await err(s, "get_context", {"query": "tax", "line": 3})
         not_indexed = await err(s, "get_architectural_context", {"file_path": "README.md"})
         absent = await err(s, "get_architectural_context", {"file_path": "shop/nope.py"})
         unknown_tool = await err(s, "no_such_tool", {})
@@ -185,6 +186,7 @@ async def test_bad_arguments_unknown_symbols_and_path_escapes_are_tool_errors(ws
     assert "unknown symbol: shop/pricing.py::nope" in unknown_q
     assert "expected a symbol name" in file_as_symbol and "get_architectural_context" in file_as_symbol
     assert "empty query" in empty
+    assert "`line` needs `path`" in line_alone
     for msg in escapes:
         assert "path escapes the workspace root" in msg, msg
     assert "README.md is not an indexed Python file" in not_indexed
