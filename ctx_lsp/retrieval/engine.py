@@ -140,7 +140,7 @@ class Retriever:
         lexical: list[str] = []
         if "lexical" in features:
             lexical = lexical_seeds(self, plan, cands, top=12 if resolved else 16)
-            if resolved:
+            if resolved and plan.trigger == EXPLICIT_SYMBOL:
                 for nid in lexical:  # named targets lead; lexical hits only support them
                     for r in cands.pool[nid].reasons:
                         if r.via == "bm25":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ctx_lsp.extract import is_test_path
 from ctx_lsp.model import EdgeKind
 from ctx_lsp.retrieval.plan import Plan
 from ctx_lsp.retrieval.score import Candidates
@@ -29,7 +30,7 @@ OPERATOR_EDGES: dict[str, list[tuple[str, str, float]]] = {
     "history": [(K.TOUCHED.value, "in", 1.0)],
     "impact": [(K.CALLS.value, "in", 0.95), (K.INSTANTIATES.value, "in", 0.95), (K.OVERRIDES.value, "in", 0.9),
                (K.INHERITS.value, "in", 0.85), (K.REFERENCES.value, "in", 0.7), (K.IMPORTS.value, "in", 0.5),
-               (K.COVERS.value, "in", 0.5)],
+               (K.COVERS.value, "in", 0.5), (K.CONTAINS.value, "out", 0.5)],
 }
 # concept queries: a light structural neighbourhood around lexical hits
 CONCEPT_EDGES = [(K.CALLS.value, "out", 0.25), (K.CALLS.value, "in", 0.2), (K.INHERITS.value, "out", 0.3),
@@ -47,9 +48,18 @@ def edges_for(plan: Plan, history_tests: bool) -> list[tuple[str, str, float]]:
     return spec
 
 
+TEST_DAMPING = 0.4  # tests reached by a non-test relation: relevant, but must not crowd out the code
+
+
+def _is_test(graph: CodeGraph, node_id: str) -> bool:
+    n = graph.node(node_id)
+    return n is not None and (n.kind == "test" or is_test_path(n.path))
+
+
 def expand(graph: CodeGraph, cands: Candidates, sources: list[str], spec: list[tuple[str, str, float]],
            hops: int = 2, decay: float = 0.45) -> list[str]:
     """Expand from `sources` along `spec`; returns the nodes reached (each once, first reach wins)."""
+    wants_tests = any(kind == K.COVERS.value and w >= 1.0 for kind, _, w in spec)
     reached: list[str] = []
     frontier = [(s, cands.pool[s].score if s in cands.pool and cands.pool[s].score else _seed_weight(cands, s), 0)
                 for s in dict.fromkeys(sources)]
@@ -71,6 +81,12 @@ def expand(graph: CodeGraph, cands: Candidates, sources: list[str], spec: list[t
                         continue
                     arrow = "<-" if direction == "in" else "->"
                     weight = base * w * (decay ** depth)
+                    if not wants_tests and kind != K.COVERS.value and _is_test(graph, other):
+                        weight *= TEST_DAMPING
+                    if kind == K.CONTAINS.value and direction == "out":
+                        # members of a class enter at lower weight and are not expanded further
+                        cands.add(other, f"{kind}->", weight * 0.8, source=node_id, hops=depth + 1)
+                        continue
                     cands.add(other, f"{kind}{arrow}", weight, source=node_id, hops=depth + 1)
                     if other not in seen:
                         seen.add(other)
