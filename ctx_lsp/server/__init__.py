@@ -1,0 +1,48 @@
+"""The language server adapter: the only part of ctx_lsp that knows LSP (pygls, lsprotocol)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ctx_lsp.server.server import CtxLanguageServer
+
+
+def build_server() -> CtxLanguageServer:
+    from ctx_lsp.server import commands, lifecycle, navigation
+
+    server = CtxLanguageServer()
+    lifecycle.register(server)
+    navigation.register(server)
+    commands.register(server)
+    return server
+
+
+def _setup_logging(args: argparse.Namespace) -> None:
+    # stdout is the wire in stdio mode: logs go to stderr or --log-file, never to stdout
+    handler: logging.Handler
+    if getattr(args, "log_file", None):
+        handler = logging.FileHandler(args.log_file, encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    verbose = bool(getattr(args, "verbose", False))
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    logging.getLogger("pygls").setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+def run_server(args: argparse.Namespace) -> int:
+    """`ctx-lsp serve`: stdio by default, `--tcp --host --port` otherwise."""
+    _setup_logging(args)
+    server = build_server()
+    if getattr(args, "tcp", False):
+        server.start_tcp(args.host, args.port)
+    else:
+        server.start_io()
+    return 0
+
+
+__all__ = ["build_server", "run_server", "CtxLanguageServer"]

@@ -1,0 +1,126 @@
+"""One workspace folder as the server sees it: its engine, its indexing state, and the editor
+changes not yet folded into its graph.
+
+Threads: the indexing thread holds `engine.lock` for the whole build (Engine.open) and calls
+`yield_to_readers` between batches, so requests waiting for the lock are answered from the partial
+index meanwhile. Every other access to the engine goes through `reading()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ctx_lsp.discovery import FileFilter
+from ctx_lsp.engine import Engine
+from ctx_lsp.extract import decode_source
+from ctx_lsp.server.options import Options
+
+# root states
+PENDING, INDEXING, READY, CANCELLED, FAILED = "pending", "indexing", "ready", "cancelled", "failed"
+BUFFER, DISK = "buffer", "disk"  # where a pending change takes its text from
+
+
+class IndexingCancelled(Exception):
+    """Raised from the progress callback when the user cancelled indexing."""
+
+
+@dataclass
+class Root:
+    name: str
+    path: Path  # absolute, resolved
+    uri: str
+    engine: Engine
+    state: str = PENDING
+    error: str | None = None
+    # rel -> BUFFER | DISK: changes seen (didOpen/didChange/didSave/didClose/watched files) not yet applied
+    pending: dict[str, str] = field(default_factory=dict)
+    notes: list[tuple[str, str]] = field(default_factory=list)  # ("open" | "edit", rel) for working memory
+    cancel: threading.Event = field(default_factory=threading.Event)
+    task: asyncio.Task[None] | None = None
+    _waiting: int = 0
+    _count_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self._cond = threading.Condition(self.engine.lock)
+
+    def set_engine(self, engine: Engine) -> None:
+        """Swap in a fresh engine (ctx.reindex, changed settings); readers of the old one finish on it."""
+        self.engine = engine
+        self._cond = threading.Condition(engine.lock)
+        self.cancel = threading.Event()
+        self.state, self.error = PENDING, None
+
+    @property
+    def indexing(self) -> bool:
+        return self.state in (PENDING, INDEXING)
+
+    # -- locking --------------------------------------------------------------------------------
+    @contextmanager
+    def reading(self) -> Iterator[Engine]:
+        """Hold the engine lock; while the index is being built, the builder lets us in between batches."""
+        with self._count_lock:
+            self._waiting += 1
+        counted = True
+        try:
+            with self.engine.lock:
+                with self._count_lock:
+                    self._waiting -= 1
+                counted = False
+                try:
+                    yield self.engine
+                finally:
+                    self._cond.notify_all()
+        finally:
+            if counted:
+                with self._count_lock:
+                    self._waiting -= 1
+
+    def yield_to_readers(self, max_wait: float = 1.0) -> None:
+        """Called by the indexing thread (holding the lock) between batches."""
+        deadline = time.monotonic() + max_wait
+        while self._waiting > 0 and time.monotonic() < deadline:
+            self._cond.wait(0.05)
+
+    # -- applying editor changes (worker thread, lock held) -------------------------------------
+    def apply(self, changes: list[tuple[str, str, str | None]], notes: list[tuple[str, str]]) -> int:
+        """Fold (rel, BUFFER|DISK, text) changes into the graph. Returns the number of files changed."""
+        ix = self.engine.index
+        n = 0
+        for rel, source, text in changes:
+            if source == BUFFER and text is not None:
+                ix.update_file(rel, text, overlay=True)
+            else:
+                try:
+                    disk = decode_source((self.path / rel).read_bytes())[0]
+                except OSError:
+                    disk = None
+                if disk is None:
+                    ix.remove_file(rel)
+                elif ix.accepts(rel):
+                    ix.update_file(rel, disk, overlay=False)
+            n += 1
+        for kind, rel in notes:
+            hook = getattr(self.engine, "note_open" if kind == "open" else "note_edit", None)
+            if hook is not None:  # working memory lands with the retrieval engine
+                hook(rel)
+        return n
+
+
+def cache_dir_for(options: Options, folder: Path) -> Path | None:
+    """Per-folder cache directory under the `cacheDir` setting (None = the default per-user cache)."""
+    if not options.cache_dir:
+        return None
+    key = hashlib.sha1(str(folder).encode()).hexdigest()[:12]
+    return Path(options.cache_dir).expanduser() / f"{folder.name}-{key}"
+
+
+def make_engine(options: Options, folder: Path) -> Engine:
+    flt = FileFilter(include=options.include, exclude=options.exclude)
+    return Engine(folder, cache_dir=cache_dir_for(options, folder), flt=flt, jedi=options.jedi_refinement)

@@ -1,0 +1,123 @@
+"""Lifecycle and synchronisation handlers: initialize, settings, workspace folders, document sync,
+watched files, shutdown."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lsprotocol import types
+
+from ctx_lsp.server.convert import uri_to_path
+from ctx_lsp.server.folders import BUFFER, DISK
+from ctx_lsp.server.server import CtxLanguageServer
+
+log = logging.getLogger("ctx_lsp.server")
+
+
+def register(server: CtxLanguageServer) -> None:
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: CtxLanguageServer, params: types.InitializeParams) -> None:
+        ls.init_options = params.initialization_options
+        ls.options = ls.apply_settings(ls.init_options)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: CtxLanguageServer, params: types.InitializedParams) -> None:
+        config = await ls.pull_configuration()
+        if config is not None:
+            ls.options = ls.apply_settings(ls.init_options, config)
+        folders = list(ls.workspace.folders.values())
+        if folders:
+            for f in folders:
+                ls.add_root(f.uri, f.name)
+        elif ls.workspace.root_uri:
+            ls.add_root(ls.workspace.root_uri)
+        if not ls.roots:
+            ls.log_message("ctx-lsp: no workspace folder: nothing to index", types.MessageType.Warning)
+        await _register_dynamic(ls)
+        for root in ls.roots:
+            ls.start_indexing(root)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: CtxLanguageServer, params: types.DidChangeConfigurationParams) -> None:
+        config = await ls.pull_configuration()
+        if config is None and isinstance(params.settings, dict):
+            config = params.settings.get("ctx")  # push-style clients
+        before = ls.options
+        ls.options = ls.apply_settings(ls.init_options, config)
+        if ls.options.index_key() != before.index_key() and ls.roots:
+            ls.log_message("ctx-lsp: indexing settings changed: re-indexing")
+            await ls.reindex(drop_cache=False)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def did_change_folders(ls: CtxLanguageServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        for f in params.event.removed or []:
+            p = uri_to_path(f.uri)
+            for r in [r for r in ls.roots if p is not None and r.path == p.resolve()]:
+                r.cancel.set()
+                ls.roots.remove(r)
+        for f in params.event.added or []:
+            root = ls.add_root(f.uri, f.name)
+            if root is not None:
+                ls.start_indexing(root)
+
+    def note(ls: CtxLanguageServer, uri: str, source: str, memory: str | None) -> None:
+        got = ls.find(uri)
+        if got is None:
+            return  # outside the workspace folders: not ours to index
+        root, rel = got
+        if not root.engine.index.accepts(rel):
+            return
+        root.pending[rel] = source
+        if memory is not None:
+            root.notes.append((memory, rel))
+        ls.schedule_flush(root)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: CtxLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
+        note(ls, params.text_document.uri, BUFFER, "open")
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: CtxLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
+        note(ls, params.text_document.uri, BUFFER, "edit")
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: CtxLanguageServer, params: types.DidSaveTextDocumentParams) -> None:
+        note(ls, params.text_document.uri, DISK, None)  # saved: the disk is the truth again
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: CtxLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
+        note(ls, params.text_document.uri, DISK, None)  # unsaved edits are dropped: back to the disk
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched(ls: CtxLanguageServer, params: types.DidChangeWatchedFilesParams) -> None:
+        open_docs = set(ls.workspace.text_documents)
+        for change in params.changes:
+            if change.uri in open_docs:
+                continue  # the editor buffer wins over the disk while the file is open
+            note(ls, change.uri, DISK, None)
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: CtxLanguageServer, *args: Any) -> None:
+        for root in ls.roots:
+            root.cancel.set()  # an indexing thread stops at its next batch
+
+
+async def _register_dynamic(ls: CtxLanguageServer) -> None:
+    """File watchers for **/*.py and configuration change notifications, where the client allows it."""
+    ws = ls.client_capabilities.workspace
+    regs: list[types.Registration] = []
+    if ws is not None and ws.did_change_watched_files is not None and ws.did_change_watched_files.dynamic_registration:
+        regs.append(types.Registration(
+            id="ctx-lsp-watch-py", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            register_options=types.DidChangeWatchedFilesRegistrationOptions(
+                watchers=[types.FileSystemWatcher(glob_pattern="**/*.py")])))
+    if ws is not None and ws.did_change_configuration is not None and ws.did_change_configuration.dynamic_registration:
+        regs.append(types.Registration(id="ctx-lsp-config", method=types.WORKSPACE_DID_CHANGE_CONFIGURATION,
+                                       register_options=types.DidChangeConfigurationRegistrationOptions(section="ctx")))
+    if not regs:
+        return
+    try:
+        await ls.client_register_capability_async(types.RegistrationParams(registrations=regs))
+    except Exception as exc:
+        log.warning("client/registerCapability failed: %s", exc)

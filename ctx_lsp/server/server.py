@@ -1,0 +1,452 @@
+"""The ctx-lsp language server: lifecycle, settings, background indexing with progress, document sync.
+
+Handlers are thin: they locate the workspace folder of a URI, run one engine call in a worker thread
+(`query`) under that folder's lock, and convert the answer with `convert.Positions`. Editor changes
+are recorded as pending on the event loop and folded into the graph by the next query (or after a
+short debounce), so a query sent after didChange always sees the edit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
+from ctx_lsp import __version__
+from ctx_lsp.engine import Engine
+from ctx_lsp.server.convert import Positions, path_to_uri, rel_in, uri_to_path
+from ctx_lsp.server.folders import (
+    BUFFER,
+    CANCELLED,
+    DISK,
+    FAILED,
+    INDEXING,
+    READY,
+    IndexingCancelled,
+    Root,
+    make_engine,
+)
+from ctx_lsp.server.options import Options, parse_options
+from ctx_lsp.server.params import invalid
+
+log = logging.getLogger("ctx_lsp.server")
+T = TypeVar("T")
+
+CUSTOM_REQUESTS = ("ctx/getContext", "ctx/contextAtCursor")
+INDEX_UPDATED = "ctx/indexUpdated"
+UPDATE_NOTIFY_DELAY = 0.5  # seconds: ctx/indexUpdated is debounced
+
+
+@attrs.define
+class RawRequest:
+    """A custom request whose params reach the handler as plain JSON (validated by params.py)."""
+
+    id: Any
+    method: str
+    params: Any = None
+    jsonrpc: str = "2.0"
+
+
+class CtxProtocol(LanguageServerProtocol):
+    def get_message_type(self, method: str) -> type[Any] | None:
+        if method in CUSTOM_REQUESTS:
+            return RawRequest
+        return super().get_message_type(method)
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams):  # type: ignore[no-untyped-def]
+        result = yield from super().lsp_initialize(params)
+        # pygls does not list custom methods; advertise them as rust-analyzer does
+        result.capabilities.experimental = {
+            "ctxRequests": list(CUSTOM_REQUESTS),
+            "ctxNotifications": [INDEX_UPDATED],
+        }
+        return result
+
+
+@dataclass
+class Ctx:
+    """What an engine call sees: the folder, its engine (lock held), positions over one buffer snapshot."""
+
+    root: Root
+    engine: Engine
+    pos: Positions
+    checkpoint: Callable[[], None]
+
+    def uri(self, rel: str) -> str:
+        return path_to_uri(self.root.path / rel)
+
+    def abspath(self, rel: str) -> Path:
+        return self.root.path / rel
+
+
+class RequestCancelled(Exception):
+    """Raised by a checkpoint when the client cancelled the request."""
+
+
+def _no_checkpoint() -> None:
+    return None
+
+
+class CtxLanguageServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__(name="ctx-lsp", version=__version__, protocol_cls=CtxProtocol,
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.options = Options()
+        self.init_options: Any = None
+        self.roots: list[Root] = []
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self._flush_handles: dict[str, asyncio.TimerHandle] = {}
+        self._updated_handle: asyncio.TimerHandle | None = None
+        # fault injection for the robustness tests: a method name whose handler raises
+        self.fault = os.environ.get("CTX_LSP_TEST_FAULT", "")
+        # slows each retrieval checkpoint so the tests can cancel a request mid-way
+        self.checkpoint_delay = float(os.environ.get("CTX_LSP_TEST_CHECKPOINT_DELAY_MS", "0") or 0) / 1000
+
+    # -- small helpers --------------------------------------------------------------------------
+    @property
+    def encoding(self) -> str:
+        enc = self.workspace.position_encoding
+        return str(getattr(enc, "value", enc) or "utf-16")
+
+    def spawn(self, coro: Awaitable[T]) -> asyncio.Task[T]:
+        """Run a background coroutine; its exception is logged, never lost."""
+        task: asyncio.Task[T] = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+
+        def done(t: asyncio.Task[T]) -> None:
+            self.tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("background task failed", exc_info=t.exception())
+                self.log_message(f"ctx-lsp: background task failed: {t.exception()!r}", types.MessageType.Error)
+
+        task.add_done_callback(done)
+        return task
+
+    def log_message(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        log.log(logging.ERROR if kind == types.MessageType.Error else logging.INFO, "%s", message)
+        try:
+            self.window_log_message(types.LogMessageParams(type=kind, message=message))
+        except Exception:  # no client yet (before initialize) or the pipe is gone
+            pass
+
+    def show_warning(self, message: str) -> None:
+        log.warning("%s", message)
+        self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=message))
+
+    # -- locating files -------------------------------------------------------------------------
+    def find(self, uri: str) -> tuple[Root, str] | None:
+        """(folder, workspace-relative path) of a URI, innermost folder first; None when outside all."""
+        path = uri_to_path(uri)
+        if path is None:
+            return None
+        for candidate in (path, path.resolve()):  # a folder opened through a symlink
+            for root in sorted(self.roots, key=lambda r: len(r.path.parts), reverse=True):
+                rel = rel_in(root.path, candidate)
+                if rel is not None:
+                    return root, rel
+        return None
+
+    def locate(self, uri: str, field: str = "uri") -> tuple[Root, str]:
+        """Like `find` but refuses a URI outside the workspace folders (InvalidParams)."""
+        got = self.find(uri)
+        if got is None:
+            if not self.roots:
+                raise invalid(f"field '{field}': no workspace folder is open")
+            raise invalid(f"field '{field}': {uri} is outside the workspace folders")
+        return got
+
+    def root_of_data(self, data: Any) -> Root | None:
+        if isinstance(data, dict):
+            for r in self.roots:
+                if str(r.path) == data.get("root"):
+                    return r
+        return None
+
+    def buffers(self) -> dict[Path, str]:
+        """A snapshot of the open editor buffers (taken on the event loop)."""
+        out: dict[Path, str] = {}
+        for uri, doc in self.workspace.text_documents.items():
+            p = uri_to_path(uri)
+            if p is not None:
+                out[p] = doc.source
+        return out
+
+    # -- running engine work --------------------------------------------------------------------
+    def _take_changes(self, root: Root) -> tuple[list[tuple[str, str, str | None]], list[tuple[str, str]]]:
+        """The folder's pending changes with buffer text snapshotted now (on the event loop)."""
+        if root.indexing:
+            return [], []  # folded in when indexing ends: never mutate the index mid-build
+        docs = {uri_to_path(u): d for u, d in self.workspace.text_documents.items()}
+        changes: list[tuple[str, str, str | None]] = []
+        for rel, source in root.pending.items():
+            doc = docs.get(root.path / rel) if source == BUFFER else None
+            changes.append((rel, BUFFER, doc.source) if doc is not None else (rel, DISK, None))
+        root.pending.clear()
+        notes, root.notes = root.notes, []
+        return changes, notes
+
+    async def query(self, root: Root, fn: Callable[[Ctx], T], checkpoint: Callable[[], None] | None = None) -> T:
+        """Run `fn` in a worker thread with the folder's lock held, after folding in pending edits."""
+        changes, notes = self._take_changes(root)
+        pos = Positions(self.encoding, self.buffers())
+
+        def work() -> T:
+            with root.reading() as engine:
+                if changes or notes:
+                    root.apply(changes, notes)
+                return fn(Ctx(root, engine, pos, checkpoint or _no_checkpoint))
+
+        result = await asyncio.to_thread(work)
+        if changes:
+            self.schedule_index_updated()
+        return result
+
+    async def flush(self, root: Root) -> None:
+        if root.pending or root.notes:
+            await self.query(root, lambda ctx: None)
+
+    def schedule_flush(self, root: Root) -> None:
+        key = str(root.path)
+        handle = self._flush_handles.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+        loop = asyncio.get_running_loop()
+        self._flush_handles[key] = loop.call_later(self.options.debounce_ms / 1000,
+                                                   lambda: self.spawn(self.flush(root)))
+
+    # -- ctx/indexUpdated -----------------------------------------------------------------------
+    def schedule_index_updated(self) -> None:
+        if self._updated_handle is not None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._updated_handle = None
+            self.spawn(self.notify_index_updated())
+
+        self._updated_handle = loop.call_later(UPDATE_NOTIFY_DELAY, fire)
+
+    async def notify_index_updated(self) -> None:
+        status = await self.index_status()
+        self.protocol.notify(INDEX_UPDATED, status)
+
+    async def index_status(self) -> dict[str, Any]:
+        """The ctx.indexStatus object, summed over the workspace folders (docs/protocol.md)."""
+        folders: list[dict[str, Any]] = []
+        for root in list(self.roots):
+            st = await self.query(root, lambda ctx: ctx.engine.status())
+            st = dict(st)
+            st.update({"name": root.name, "uri": root.uri, "state": root.state, "error": root.error})
+            folders.append(st)
+        edges: dict[str, int] = {}
+        for f in folders:
+            for k, v in (f.get("edges") or {}).items():
+                edges[k] = edges.get(k, 0) + v
+        multi = len(folders) > 1
+        dirty = [f"{f['name']}/{p}" if multi else p for f in folders for p in f.get("dirty_files", [])]
+        refinement = {"done": 0, "total": 0}
+        for f in folders:
+            r = f.get("refinement")
+            if isinstance(r, dict):
+                refinement["done"] += int(r.get("done") or 0)
+                refinement["total"] += int(r.get("total") or 0)
+        updates = [f["last_update"] for f in folders if f.get("last_update")]
+        indexing = any(r.indexing for r in self.roots)
+        return {
+            "roots": [f["root"] for f in folders],
+            "files": sum(f.get("files", 0) for f in folders),
+            "nodes": sum(f.get("nodes", 0) for f in folders),
+            "edges": edges,
+            "dirty_files": dirty,
+            "stale": indexing or any(r.state in (CANCELLED, FAILED) for r in self.roots),
+            "indexing": indexing,
+            "refinement": refinement,
+            "last_update": max(updates) if updates else None,
+            "folders": [{k: f.get(k) for k in ("name", "uri", "root", "state", "error", "files", "nodes")}
+                        for f in folders],
+        }
+
+    # -- workspace folders and indexing ---------------------------------------------------------
+    def add_root(self, uri: str, name: str | None = None) -> Root | None:
+        path = uri_to_path(uri)
+        if path is None or not path.is_dir():
+            self.log_message(f"ctx-lsp: ignoring workspace folder {uri} (not a local directory)",
+                             types.MessageType.Warning)
+            return None
+        path = path.resolve()
+        if any(r.path == path for r in self.roots):
+            return None
+        root = Root(name or path.name, path, path_to_uri(path), make_engine(self.options, path))
+        root.engine.index.listeners.append(self._listener())
+        self.roots.append(root)
+        return root
+
+    def _listener(self) -> Callable[[set[str]], None]:
+        loop = asyncio.get_running_loop()
+        # called in worker threads after every index update
+        return lambda paths: loop.call_soon_threadsafe(self.schedule_index_updated)
+
+    def start_indexing(self, root: Root) -> asyncio.Task[None]:
+        root.task = self.spawn(self._index(root))
+        return root.task
+
+    async def _index(self, root: Root) -> None:
+        loop = asyncio.get_running_loop()
+        root.state = INDEXING
+        token: str | None = None
+        window = self.client_capabilities.window
+        if window is not None and window.work_done_progress:
+            token = f"ctx-lsp-index-{uuid.uuid4().hex[:8]}"
+            try:
+                await self.work_done_progress.create_async(token)
+                self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+                    title="ctx-lsp: indexing", message=root.name, percentage=0, cancellable=True))
+                fut = self.work_done_progress.tokens.get(token)
+                if fut is not None:
+                    fut.add_done_callback(lambda f: root.cancel.set() if f.cancelled() else None)
+            except Exception as exc:  # the client refused the token: index without progress
+                log.warning("progress token refused: %s", exc)
+                token = None
+        cancel = root.cancel
+        engine = root.engine
+        progress = _IndexProgress(self, root, token, loop)
+        t0 = time.perf_counter()
+        try:
+            await asyncio.to_thread(engine.open, progress)
+            if engine is root.engine:
+                root.state = READY
+            message = f"{root.name}: indexed {len(engine.index.facts)} files in {time.perf_counter() - t0:.2f} s"
+        except IndexingCancelled:
+            root.state = CANCELLED if engine is root.engine else root.state
+            message = f"{root.name}: indexing cancelled; answers come from a partial index (run ctx.reindex)"
+        except Exception as exc:
+            log.exception("indexing %s failed", root.path)
+            if engine is root.engine:
+                root.state, root.error = FAILED, f"{type(exc).__name__}: {exc}"
+            message = f"{root.name}: indexing failed: {exc!r}"
+        if token is not None:
+            self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+        self.log_message(f"ctx-lsp: {message}",
+                         types.MessageType.Warning if root.state in (CANCELLED, FAILED) else types.MessageType.Info)
+        if cancel.is_set() and engine is not root.engine:
+            return  # superseded by a reindex
+        await self.flush(root)
+        await self.notify_index_updated()
+
+    async def reindex(self, roots: list[Root] | None = None, *, drop_cache: bool = True) -> None:
+        """Rebuild folders from disk (dropping their cache) and re-apply the open buffers."""
+        for root in roots or list(self.roots):
+            if root.task is not None and not root.task.done():
+                root.cancel.set()
+                try:
+                    await root.task
+                except Exception:
+                    pass
+            old = root.engine
+            with old.lock:
+                if drop_cache:
+                    old.index.store.path.unlink(missing_ok=True)  # inside the cache directory
+            root.set_engine(make_engine(self.options, root.path))
+            root.engine.index.listeners.append(self._listener())
+            for uri in self.workspace.text_documents:
+                p = uri_to_path(uri)
+                rel = rel_in(root.path, p) if p is not None else None
+                if rel is not None and root.engine.index.accepts(rel):
+                    root.pending[rel] = BUFFER
+            await self.start_indexing(root)
+
+    # -- settings -------------------------------------------------------------------------------
+    async def pull_configuration(self) -> Any:
+        ws = self.client_capabilities.workspace
+        if ws is None or not ws.configuration:
+            return None
+        try:
+            got = await self.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section="ctx")]))
+        except Exception as exc:
+            log.warning("workspace/configuration failed: %s", exc)
+            return None
+        return got[0] if got else None
+
+    def apply_settings(self, *layers: Any) -> Options:
+        opts = Options()
+        for layer in layers:
+            opts, warnings = parse_options(layer, opts)
+            for w in warnings:
+                self.show_warning(w)
+        return opts
+
+
+class _IndexProgress:
+    """The progress callback the indexing thread calls between batches."""
+
+    STAGES = {"loading cache": (0, 5), "parsing": (5, 60), "binding": (65, 35)}
+
+    def __init__(self, ls: CtxLanguageServer, root: Root, token: str | None, loop: asyncio.AbstractEventLoop) -> None:
+        self.ls, self.root, self.token, self.loop = ls, root, token, loop
+        self.cancel = root.cancel
+        self.last = 0.0
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.cancel.is_set():
+            raise IndexingCancelled()
+        now = time.monotonic()
+        if self.token is not None and (now - self.last >= 0.1 or done >= total):
+            self.last = now
+            base, span = self.STAGES.get(stage, (0, 100))
+            pct = int(base + span * (done / total if total else 1))
+            report = types.WorkDoneProgressReport(message=f"{self.root.name}: {stage} {done}/{total}",
+                                                  percentage=min(pct, 100), cancellable=True)
+            self.loop.call_soon_threadsafe(self.ls.work_done_progress.report, self.token, report)
+        self.root.yield_to_readers()
+
+
+# -- handler wrapper ------------------------------------------------------------------------------
+def guarded(method: str) -> Callable[[Callable[..., Awaitable[T]]], Callable[..., Awaitable[T]]]:
+    """An unexpected exception in a handler is logged and answered as an error; the server keeps serving."""
+
+    def deco(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+        @functools.wraps(fn)
+        async def wrapper(ls: CtxLanguageServer, *args: Any) -> T:
+            try:
+                if ls.fault == method:
+                    raise RuntimeError(f"injected fault in {method} (CTX_LSP_TEST_FAULT)")
+                return await fn(ls, *args)
+            except (JsonRpcException, asyncio.CancelledError):
+                raise
+            except RequestCancelled:
+                raise asyncio.CancelledError() from None
+            except Exception as exc:
+                log.exception("%s failed", method)
+                ls.log_message(f"ctx-lsp: {method} failed: {type(exc).__name__}: {exc}", types.MessageType.Error)
+                raise JsonRpcInternalError(message=f"{method} failed: {type(exc).__name__}: {exc}") from exc
+
+        return wrapper
+
+    return deco
+
+
+def make_checkpoint(ls: CtxLanguageServer, cancelled: threading.Event) -> Callable[[], None]:
+    def checkpoint() -> None:
+        if ls.checkpoint_delay:
+            time.sleep(ls.checkpoint_delay)
+        if cancelled.is_set():
+            raise RequestCancelled()
+
+    return checkpoint
