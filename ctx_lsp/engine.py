@@ -66,6 +66,10 @@ class Engine:
         t = target.strip()
         if not t:
             raise TargetNotFound("empty target")
+        if "::" in t:
+            if t in g:
+                return t
+            raise TargetNotFound(f"unknown symbol: {t}")
         if t.endswith(".py") or "/" in t or Path(t).is_absolute():
             p = Path(t)
             if not p.is_absolute():
@@ -75,8 +79,6 @@ class Engine:
             if rel in g:
                 return rel
             raise TargetNotFound(f"file not in the index: {rel}")
-        if "::" in t and t in g:
-            return t
         candidates = self.find_symbols(t)
         if not candidates:
             raise TargetNotFound(f"unknown symbol: {t}")

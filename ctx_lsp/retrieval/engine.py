@@ -248,7 +248,7 @@ class Retriever:
 def _timings(t: dict[str, float]) -> dict[str, float]:
     keys = list(t)
     out = {}
-    for a, b in zip(keys, keys[1:]):
+    for a, b in zip(keys, keys[1:], strict=False):
         out[b] = round((t[b] - t[a]) * 1000, 3)
     out["total"] = round((t[keys[-1]] - t[keys[0]]) * 1000, 3)
     return out

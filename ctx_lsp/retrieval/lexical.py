@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ctx_lsp.extract import FileFacts
@@ -55,14 +56,14 @@ class LexicalIndex:
             ch = self.chunks.pop(node_id)
             self.total_len -= ch.length
             for t in ch.tf:
-                ids = self.postings.get(t)
-                if ids is not None:
-                    ids.discard(node_id)
-                    if not ids:
+                holders = self.postings.get(t)
+                if holders is not None:
+                    holders.discard(node_id)
+                    if not holders:
                         del self.postings[t]
         if facts is None:
             return
-        ids: list[str] = []
+        added: list[str] = []
         for node_id, text in chunk_texts(facts):
             toks = terms(text)
             ch = Chunk(node_id, path, len(toks), Counter(toks))
@@ -70,8 +71,8 @@ class LexicalIndex:
             self.total_len += ch.length
             for t in ch.tf:
                 self.postings.setdefault(t, set()).add(node_id)
-            ids.append(node_id)
-        self.by_path[path] = ids
+            added.append(node_id)
+        self.by_path[path] = added
 
     def idf(self, term: str) -> float:
         n = len(self.chunks)
@@ -95,14 +96,15 @@ class LexicalIndex:
         # keeps a query over a large workspace to the documents that matter
         ordered = sorted(qtf.items(), key=lambda kv: (len(self.postings.get(kv[0], ())), kv[0]))
         for term, mult in ordered:
-            ids = self.postings.get(term)
-            if not ids:
+            posting = self.postings.get(term)
+            if not posting:
                 continue
-            if len(ids) > skip_common * n and len(qtf) > 1:
+            ids: Iterable[str] = posting
+            if len(posting) > skip_common * n and len(qtf) > 1:
                 continue  # a term in a fifth of all chunks adds cost, not signal
             idf = self.idf(term)
-            if len(ids) > COMMON_POSTINGS and scores:
-                ids = [i for i in scores if i in ids]
+            if len(posting) > COMMON_POSTINGS and scores:
+                ids = [i for i in scores if i in posting]
             for node_id in ids:
                 ch = self.chunks[node_id]
                 f = ch.tf[term]

@@ -67,8 +67,8 @@ def signature_text(node: Node, graph: CodeGraph) -> str:
     if node.doc:
         parts.append(f'    """{node.doc}"""')
     if node.kind == "class":
-        members = [graph.node(e.dst) for e in graph.out_edges(node.id, ("CONTAINS",))]
-        members = sorted((m for m in members if m is not None and m.kind in ("method", "test")), key=lambda m: m.start_line)
+        found = [graph.node(e.dst) for e in graph.out_edges(node.id, ("CONTAINS",))]
+        members = sorted((m for m in found if m is not None and m.kind in ("method", "test")), key=lambda m: m.start_line)
         for m in members[:OUTLINE_MEMBERS]:
             parts.append(f"    {m.signature}  # line {m.start_line}")
         if len(members) > OUTLINE_MEMBERS:
