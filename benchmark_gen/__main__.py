@@ -16,6 +16,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--edits", type=int, default=50, help="random single-file edits for update latency")
     p.add_argument("--queries", type=int, default=50, help="queries for query latency")
     p.add_argument("--no-refine", action="store_true", help="skip the jedi refinement timing")
+    p.add_argument("--refine-budget", type=float, default=None, help="stop jedi refinement after S seconds")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random edits and queries")
 
     p = sub.add_parser("generate", help="emit a deterministic gold retrieval benchmark (JSONL)")
     p.add_argument("root", metavar="ROOT")
@@ -50,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default=None)
     p.add_argument("--out", default=None)
     p.add_argument("--trace-cmd", default=None, help="test command to run under the call tracer (dynamic oracle)")
+    p.add_argument("--no-pyright", action="store_true", help="skip the pyright (static) oracle")
     return parser
 
 

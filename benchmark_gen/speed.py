@@ -1,0 +1,303 @@
+"""`python -m benchmark_gen speed ROOT... [--json]`: how fast the index is, measured honestly.
+
+Per root, with a fresh cache directory:
+- cold_queryable_s: a fresh subprocess builds the index from nothing; seconds from its launch (interpreter
+  start and imports included, as a user experiences them) until it has answered a graph query.
+- refined_s: seconds from that same launch until jedi refinement of the whole index completed (null with
+  --no-refine, or when --refine-budget stopped it first; `refine_complete` says which).
+- peak_rss_mb: ru_maxrss of the cold-build process when it became queryable (extraction workers, used
+  above a few hundred files, are reported separately as peak_rss_workers_mb).
+- warm_start_s: a second fresh subprocess loads the cache; seconds from launch until queryable.
+- query_p50_ms / query_p95_ms: deterministic queries through Engine.context in that warm process
+  ("who calls <symbol>" and docstring words); null when ctx_lsp.retrieval is not importable.
+- update_p50_ms / update_p95_ms: in that warm process, deterministic single-file edits (append a new
+  function to a random file via index.update_file, as an editor buffer), timed until update_file returns
+  (it is synchronous: the graph is consistent then, which is checked after the clock stops), each reverted.
+
+Timings depend on the machine and its load; nothing here asserts their size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# The --json contract, in order. didchange_p50_ms / didchange_p95_ms (editor didChange -> graph
+# consistent, through the real stdio server) belong after update_p95_ms; the server's benchmark adds them
+# via EXTRA_MEASURES below without touching the rest.
+KEYS = ("root", "files", "lines", "cold_queryable_s", "refined_s", "warm_start_s", "update_p50_ms", "update_p95_ms",
+        "peak_rss_mb", "query_p50_ms", "query_p95_ms")
+# name -> callable(root: Path, cache_dir: Path, args) -> dict of extra keys (e.g. didchange_p50_ms).
+EXTRA_MEASURES: dict[str, Any] = {}
+
+_PREFIX = "SPEED "
+
+
+def _log(msg: str) -> None:
+    print(f"speed: {msg}", file=sys.stderr, flush=True)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, math.ceil(q / 100 * len(ordered)) - 1))
+    return ordered[k]
+
+
+def _rss_mb(who: int = resource.RUSAGE_SELF) -> float:
+    # ru_maxrss is in KiB on Linux (bytes on macOS)
+    scale = 1 if sys.platform == "darwin" else 1024
+    return round(resource.getrusage(who).ru_maxrss * scale / (1024 * 1024), 1)
+
+
+def _emit(kind: str, **data: Any) -> None:
+    print(_PREFIX + json.dumps({"event": kind, **data}), flush=True)
+
+
+# -- children ------------------------------------------------------------------------------------
+def _probe_query(index: Any) -> None:
+    """Answer one real graph question so "queryable" means it."""
+    g = index.graph
+    for n in g.nodes():
+        if n.qualname:
+            g.in_edges(n.id)
+            g.symbols_named(n.name)
+            break
+
+
+def child_cold(root: Path, cache: Path, refine: bool, budget: float | None) -> None:
+    from ctx_lsp.index import WorkspaceIndex
+
+    index = WorkspaceIndex(root, cache_dir=cache)
+    index.load_or_build()
+    _probe_query(index)
+    lines = sum(f.lines for f in index.facts.values())
+    _emit("queryable", files=len(index.facts), lines=lines, rss_mb=_rss_mb(),
+          workers_rss_mb=_rss_mb(resource.RUSAGE_CHILDREN))
+    if not refine:
+        return
+    from ctx_lsp.refine import refine_index
+
+    last = [0.0]
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if time.monotonic() - last[0] > 10 or done >= total:
+            last[0] = time.monotonic()
+            _log(f"  {stage} {done}/{total}")
+
+    status = refine_index(index, progress=progress, budget_s=budget)
+    complete = status["done"] == status["total"]
+    _emit("refined", complete=complete, rss_mb=_rss_mb(),
+          status={k: v for k, v in status.items() if k not in ("contradiction_examples",)})
+
+
+def _queries(engine: Any, n: int, rng: random.Random) -> list[str]:
+    nodes = sorted((x for x in engine.graph.nodes() if x.qualname and x.kind in ("function", "method", "class")),
+                   key=lambda x: x.id)
+    if not nodes:
+        return []
+    out: list[str] = []
+    for i in range(n):
+        node = rng.choice(nodes)
+        if i % 2 == 0 or not node.doc:
+            out.append(f"who calls {node.qualname}")
+        else:
+            out.append(" ".join(node.doc.split()[:8]))
+    return out
+
+
+def child_warm(root: Path, cache: Path, edits: int, queries: int, seed: int) -> None:
+    from ctx_lsp.engine import Engine
+
+    engine = Engine(root, cache_dir=cache)
+    report = engine.open()
+    _probe_query(engine.index)
+    _emit("queryable", warm=report.warm, rss_mb=_rss_mb())
+
+    rng = random.Random(seed)
+    q_ms: list[float] | None = []
+    try:
+        import ctx_lsp.retrieval  # noqa: F401
+    except ImportError:
+        q_ms = None
+    if q_ms is not None:
+        for q in _queries(engine, queries, rng):
+            t = time.perf_counter()
+            engine.context(q, 4000, record=False)
+            q_ms.append((time.perf_counter() - t) * 1000)
+    _emit("queries", ms=q_ms)
+
+    index = engine.index
+    paths = sorted(p for p in index.facts if index.facts[p].errors == [])
+    u_ms: list[float] = []
+    inconsistent = 0
+    for i in range(edits if paths else 0):
+        rel = rng.choice(paths)
+        try:
+            original = (root / rel).read_bytes().decode("utf-8-sig")
+        except (OSError, UnicodeDecodeError):
+            continue
+        name = f"_speed_probe_{seed}_{i}"
+        edited = original.rstrip("\n") + f"\n\n\ndef {name}(value):\n    return value\n"
+        t = time.perf_counter()
+        with engine.lock:
+            index.update_file(rel, edited, overlay=True)
+        u_ms.append((time.perf_counter() - t) * 1000)
+        if engine.graph.node(f"{rel}::{name}") is None:
+            inconsistent += 1
+        with engine.lock:
+            index.update_file(rel, original, overlay=False)  # revert: the disk content again
+        if engine.graph.node(f"{rel}::{name}") is not None:
+            inconsistent += 1
+    _emit("updates", ms=u_ms, inconsistent=inconsistent)
+
+
+# -- parent ----------------------------------------------------------------------------------------
+def _spawn(args: list[str]) -> tuple[float, subprocess.Popen[str]]:
+    env = dict(os.environ)
+    env.pop("CTX_LSP_CACHE_DIR", None)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "benchmark_gen.speed", *args], stdout=subprocess.PIPE,
+                            stderr=None, text=True, env=env)
+    return t0, proc
+
+
+def _events(t0: float, proc: subprocess.Popen[str]) -> list[tuple[float, dict[str, Any]]]:
+    """Child events with the seconds since launch at which each arrived."""
+    out: list[tuple[float, dict[str, Any]]] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(_PREFIX):
+            out.append((time.perf_counter() - t0, json.loads(line[len(_PREFIX):])))
+    proc.wait()
+    if proc.returncode != 0:
+        raise RuntimeError(f"benchmark subprocess failed with status {proc.returncode}")
+    return out
+
+
+def _ms(values: list[float] | None, q: float) -> float | None:
+    p = percentile(values or [], q)
+    return None if p is None else round(p, 2)
+
+
+def measure_root(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    cache = Path(tempfile.mkdtemp(prefix="ctx-lsp-speed-"))
+    try:
+        _log(f"{root}: cold build{'' if args.no_refine else ' + jedi refinement'} (fresh subprocess, empty cache)")
+        cold_args = ["cold", str(root), str(cache)]
+        if not args.no_refine:
+            cold_args.append("--refine")
+            if args.refine_budget is not None:
+                cold_args += ["--refine-budget", str(args.refine_budget)]
+        events = dict((e["event"], (t, e)) for t, e in _events(*_spawn(cold_args)))
+        t_q, q = events["queryable"]
+        rec: dict[str, Any] = {"root": str(root), "files": q["files"], "lines": q["lines"],
+                               "cold_queryable_s": round(t_q, 3), "refined_s": None}
+        refine_status = None
+        if "refined" in events:
+            t_r, r = events["refined"]
+            refine_status = r["status"]
+            if r["complete"]:
+                rec["refined_s"] = round(t_r, 3)
+            _log(f"  refinement {'complete' if r['complete'] else 'stopped by budget'} at {t_r:.1f} s")
+        _log(f"{root}: warm start, {args.queries} queries, {args.edits} edits (fresh subprocess)")
+        warm_args = ["warm", str(root), str(cache), "--edits", str(args.edits), "--queries", str(args.queries),
+                     "--seed", str(args.seed)]
+        wev = {e["event"]: (t, e) for t, e in _events(*_spawn(warm_args))}
+        t_w, w = wev["queryable"]
+        if not w.get("warm"):
+            _log("  warning: the warm subprocess did not load the cache")
+        rec["warm_start_s"] = round(t_w, 3)
+        upd = wev["updates"][1]
+        rec["update_p50_ms"] = _ms(upd["ms"], 50)
+        rec["update_p95_ms"] = _ms(upd["ms"], 95)
+        rec["peak_rss_mb"] = q["rss_mb"]
+        qms = wev["queries"][1]["ms"]
+        rec["query_p50_ms"] = _ms(qms, 50)
+        rec["query_p95_ms"] = _ms(qms, 95)
+        for name, fn in EXTRA_MEASURES.items():
+            try:
+                rec.update(fn(root, cache, args))
+            except Exception as exc:  # an optional measure never loses the rest of the row
+                _log(f"  {name} failed: {exc}")
+        # context beyond the contract: useful when reading the numbers
+        rec["peak_rss_workers_mb"] = q["workers_rss_mb"]
+        rec["warm_rss_mb"] = w["rss_mb"]
+        rec["update_inconsistent"] = upd["inconsistent"]
+        rec["refine_complete"] = None if refine_status is None else refine_status["done"] == refine_status["total"]
+        if refine_status is not None:
+            rec["refinement"] = refine_status
+        return rec
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, float):
+        return f"{v:,.3f}" if v < 10 else f"{v:,.1f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    keys = list(KEYS) + [k for k in rows[0] if k.startswith("didchange_")] if rows else list(KEYS)
+    head = "| " + " | ".join(keys) + " |"
+    sep = "|" + "|".join("---" for _ in keys) + "|"
+    body = ["| " + " | ".join(_fmt(Path(r[k]).name if k == "root" else r.get(k)) for k in keys) + " |" for r in rows]
+    return "\n".join([head, sep, *body])
+
+
+def run_speed(args: argparse.Namespace) -> int:
+    for attr, default in (("seed", 0), ("refine_budget", None)):
+        if not hasattr(args, attr):
+            setattr(args, attr, default)
+    rows: list[dict[str, Any]] = []
+    for raw in args.roots:
+        root = Path(raw).resolve()
+        if not root.is_dir():
+            print(f"speed: error: not a directory: {raw}", file=sys.stderr)
+            return 2
+        rows.append(measure_root(root, args))
+    if args.json:
+        print(json.dumps(rows, indent=2))  # one object per root, always a list
+    else:
+        print(markdown(rows))
+    return 0
+
+
+def _child_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmark_gen.speed")
+    p.add_argument("mode", choices=("cold", "warm"))
+    p.add_argument("root")
+    p.add_argument("cache")
+    p.add_argument("--refine", action="store_true")
+    p.add_argument("--refine-budget", type=float, default=None)
+    p.add_argument("--edits", type=int, default=50)
+    p.add_argument("--queries", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    if a.mode == "cold":
+        child_cold(Path(a.root), Path(a.cache), a.refine, a.refine_budget)
+    else:
+        child_warm(Path(a.root), Path(a.cache), a.edits, a.queries, a.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1:]))

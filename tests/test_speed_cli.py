@@ -1,0 +1,82 @@
+"""`python -m benchmark_gen speed`: runs end to end on a tiny workspace and reports every key (never timing sizes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmark_gen.speed import KEYS, markdown, percentile
+
+MODULE = '''\
+"""Tiny module for the speed benchmark."""
+
+
+class Store:
+    """Keeps values by key."""
+
+    def put(self, key, value):
+        self.data = {key: value}
+        return self.check(key)
+
+    def check(self, key):
+        return key in self.data
+
+
+def build():
+    """Create a store and fill it."""
+    store = Store()
+    store.put("a", 1)
+    return store
+'''
+
+
+def test_speed_json_on_a_tiny_workspace(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "store.py").write_text(MODULE)
+    (root / "pkg" / "use.py").write_text("from pkg.store import build\n\n\ndef main():\n    return build()\n")
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmark_gen", "speed", str(root), "--json", "--no-refine", "--edits", "5",
+         "--queries", "5"],
+        capture_output=True, text=True, timeout=240, cwd=Path(__file__).resolve().parents[1],
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert isinstance(rows, list) and len(rows) == 1
+    row = rows[0]
+    for key in KEYS:
+        assert key in row, key
+    assert row["root"] == str(root.resolve())
+    assert row["files"] == 3
+    assert row["lines"] == len(MODULE.splitlines()) + 5
+    assert row["refined_s"] is None  # --no-refine
+    for key in ("cold_queryable_s", "warm_start_s", "update_p50_ms", "update_p95_ms", "peak_rss_mb"):
+        assert isinstance(row[key], (int, float)) and row[key] > 0, key
+    assert row["update_p95_ms"] >= row["update_p50_ms"]
+    assert row["update_inconsistent"] == 0  # every edit showed up in the graph and every revert removed it
+    try:
+        import ctx_lsp.retrieval  # noqa: F401
+    except ImportError:
+        assert row["query_p50_ms"] is None and row["query_p95_ms"] is None
+    else:
+        assert row["query_p50_ms"] > 0 and row["query_p95_ms"] >= row["query_p50_ms"]
+    # the workspace itself is untouched (edits are editor buffers, the cache is a temporary directory)
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+    assert "speed:" in proc.stderr  # progress goes to stderr
+
+
+def test_percentile_and_markdown() -> None:
+    assert percentile([], 50) is None
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert percentile([float(i) for i in range(1, 101)], 95) == 95.0
+    assert percentile([5.0], 95) == 5.0
+    row = dict.fromkeys(KEYS, 1.5)
+    row.update(root="/x/flask", files=3, refined_s=None)
+    table = markdown([row]).splitlines()
+    assert table[0].startswith("| root | files | lines |")
+    assert table[2].startswith("| flask | 3 |") and "| null |" in table[2]
