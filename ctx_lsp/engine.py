@@ -41,8 +41,23 @@ class Engine:
     def open(self, progress: Progress | None = None) -> BuildReport:
         with self.lock:
             report = self.index.load_or_build(progress)
+            self._attach_producers()
             self.opened = True
             return report
+
+    def _attach_producers(self) -> None:
+        """COVERS (ctx_lsp.coverage_data) and TOUCHED (ctx_lsp.history) producers: they re-apply their
+        persisted edges and follow index updates. Neither may fail an open (no git is normal)."""
+        from ctx_lsp.coverage_data import attach_coverage
+        from ctx_lsp.history import attach_history
+
+        for attach in (attach_coverage, attach_history):
+            try:
+                attach(self.index)
+            except Exception:
+                import logging
+
+                logging.getLogger(__name__).exception("%s failed", attach.__name__)
 
     def refresh(self) -> list[str]:
         """Re-read files changed on disk (by size/mtime, then content hash)."""
@@ -164,7 +179,9 @@ class Engine:
         if e.extra:
             item["names"] = list(e.extra)
         if n.kind == "commit":
-            item["commit"] = {"signature": n.signature, "doc": n.doc}
+            from ctx_lsp.history import commit_info
+
+            item["commit"] = commit_info(n)  # hash, date, author, email, subject
         out.append(item)
 
     def architectural(self, path: str) -> dict[str, Any]:

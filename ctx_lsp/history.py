@@ -61,6 +61,7 @@ PER_FILE_HISTORY = 60  # newest commits kept per file
 SYNC_INLINE_MAX = 32  # more changed files than this are re-blamed at the next query, not in the listener
 BLAME_WORKERS = 4  # git processes at once (they spend most time in process start and I/O)
 GIT_TIMEOUT = 120.0
+CO_CHANGE_MAX_TOUCHED = 200  # commits touching more nodes than this are left out of co-change counts
 ZERO_SHA = "0" * 40
 
 Hunk = tuple[int, int, int, int]  # old_start, old_count, new_start, new_count (a -U0 hunk header)
@@ -123,26 +124,44 @@ def commit_info(node: Node) -> dict[str, Any]:
 
 
 # -- line maps ---------------------------------------------------------------------------------
-def map_ranges(ranges: Iterable[tuple[int, int]], hunks: list[Hunk]) -> Ranges:
-    """Carry line ranges of a diff's old side to its new side; deleted lines drop out.
+def map_ranges(ranges: Iterable[tuple[int, int]], hunks: list[Hunk], keep_replaced: bool = False) -> Ranges:
+    """Carry line ranges of a diff's old side to its new side.
 
     `hunks` are -U0 hunk headers sorted by position. A hunk with old_count 0 inserts after line
-    old_start, so lines from old_start + 1 on shift.
+    old_start, so lines from old_start + 1 on shift. Lines a hunk removes drop out, unless
+    `keep_replaced`: then lines the hunk replaces map to the same offsets in its new lines
+    (clipped to them), so an older change to a region a newer commit rewrote still points at that
+    region; lines removed without replacement drop out either way.
     """
     out: Ranges = []
     for a, b in ranges:
         cur, shift = a, 0
-        for os_, oc, _ns, nc in hunks:
+        for os_, oc, ns, nc in hunks:
             p = os_ if oc else os_ + 1  # first old line the hunk replaces or shifts
             if p > b:
                 break
             hi = min(b, p - 1)
             if cur <= hi:
                 out.append((cur + shift, hi + shift))
+            if keep_replaced and oc and nc:
+                lo_r, hi_r = max(cur, p), min(b, p + oc - 1)
+                if lo_r <= hi_r:
+                    last = ns + nc - 1
+                    out.append((min(ns + lo_r - p, last), min(ns + hi_r - p, last)))
             cur = max(cur, p + oc)
             shift += nc - oc
         if cur <= b:
             out.append((cur + shift, b + shift))
+    return _merge(out) if keep_replaced else out
+
+
+def _merge(ranges: Ranges) -> Ranges:
+    out: Ranges = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
     return out
 
 
@@ -545,12 +564,12 @@ class History:
                 if len(hist) < PER_FILE_HISTORY:
                     added, dels = hunk_ranges(hunks)
                     for h in reversed(newer):
-                        added = map_ranges(added, h)
+                        added = map_ranges(added, h, keep_replaced=True)
                     kept_dels: Ranges = []
                     for a, b in dels:
                         pa, pb = [(a, a)], [(b, b)]
                         for h in reversed(newer):
-                            pa, pb = map_ranges(pa, h), map_ranges(pb, h)
+                            pa, pb = map_ranges(pa, h, True), map_ranges(pb, h, True)
                         if pa and pb:
                             kept_dels.append((pa[0][0], pb[0][0]))
                     if added or kept_dels:
@@ -637,9 +656,10 @@ class History:
             rngs = [tuple(r) for r in added]
             pts = [tuple(r) for r in dels]
             if work:
-                rngs = map_ranges(rngs, work)  # type: ignore[arg-type]
+                rngs = map_ranges(rngs, work, True)  # type: ignore[arg-type]
                 pts = [(a[0][0], b[0][0]) for a, b in
-                       ((map_ranges([(x, x)], work), map_ranges([(y, y)], work)) for x, y in pts) if a and b]
+                       ((map_ranges([(x, x)], work, True), map_ranges([(y, y)], work, True)) for x, y in pts)
+                       if a and b]
             rec = out.setdefault(sha, [0, 0, []])
             rec[2].extend(("add", a, b) for a, b in rngs)
             rec[2].extend(("del", a, b) for a, b in pts)
@@ -662,27 +682,26 @@ class History:
         # (sha, node) -> [blame lines, first line, diff-touched]
         acc: dict[tuple[str, str], list[Any]] = {}
 
-        def hit(sha: str, node: str, line: int, blame: int) -> None:
+        def hit(sha: str, node: str, line: int, blame: int, file_too: bool = True) -> None:
             rec = acc.setdefault((sha, node), [0, line, False])
             rec[0] += blame
             rec[1] = min(rec[1], line)
             if not blame:
                 rec[2] = True
+            if file_too and node != path:
+                hit(sha, path, line, blame, False)
 
         fst = self.state["files"][path]
         for s, e, sha in fst["blame"]:
             for ln in range(s, min(e, last) + 1):
                 hit(sha, owner[ln], ln, 1)
-                hit(sha, path, ln, 1)
         for sha, (_n, _first, touches) in self.file_touches(path).items():
             for kind, a, b in touches:
                 if kind == "add":
                     for ln in range(max(a, 1), min(b, last) + 1):
                         hit(sha, owner[ln], ln, 0)
-                        hit(sha, path, ln, 0)
                 elif 1 <= a <= last and 1 <= b <= last and owner[a] == owner[b]:
                     hit(sha, owner[a], a, 0)  # a deletion inside one symbol touched that symbol
-                    hit(sha, path, a, 0)
                 elif 1 <= a <= last:
                     hit(sha, path, a, 0)
         newest: dict[str, tuple[int, int, str]] = {}
@@ -800,8 +819,11 @@ class History:
         is_file = node.qualname is None
         counts: dict[str, list[str]] = {}
         for sha in shas:
+            touched = g.out_edges(commit_id(sha), [EdgeKind.TOUCHED.value])
+            if len(touched) > CO_CHANGE_MAX_TOUCHED:
+                continue  # an import, a reformat or a mass rename says nothing about coupling
             seen: set[str] = set()
-            for e in g.out_edges(commit_id(sha), [EdgeKind.TOUCHED.value]):
+            for e in touched:
                 other = g.node(e.dst)
                 if other is None or other.id == node_id or other.id in seen:
                     continue
