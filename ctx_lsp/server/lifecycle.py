@@ -18,14 +18,17 @@ log = logging.getLogger("ctx_lsp.server")
 def register(server: CtxLanguageServer) -> None:
     @server.feature(types.INITIALIZE)
     def initialize(ls: CtxLanguageServer, params: types.InitializeParams) -> None:
-        ls.init_options = params.initialization_options
-        ls.options = ls.apply_settings(ls.init_options)
+        ls.init_options = params.initialization_options  # validated with the `ctx` settings on initialized
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: CtxLanguageServer, params: types.InitializedParams) -> None:
-        config = await ls.pull_configuration()
-        if config is not None:
-            ls.options = ls.apply_settings(ls.init_options, config)
+        try:
+            await _setup(ls)
+        finally:
+            ls.setup_done.set()
+
+    async def _setup(ls: CtxLanguageServer) -> None:
+        ls.options = ls.apply_settings(ls.init_options, await ls.pull_configuration())
         folders = list(ls.workspace.folders.values())
         if folders:
             for f in folders:

@@ -113,6 +113,8 @@ class CtxLanguageServer(LanguageServer):
         self.tasks: set[asyncio.Task[Any]] = set()
         self._flush_handles: dict[str, asyncio.TimerHandle] = {}
         self._updated_handle: asyncio.TimerHandle | None = None
+        # set once `initialized` has created the folders: requests wait for it rather than see no folders
+        self.setup_done = asyncio.Event()
         # fault injection for the robustness tests: a method name whose handler raises
         self.fault = os.environ.get("CTX_LSP_TEST_FAULT", "")
         # slows each retrieval checkpoint so the tests can cancel a request mid-way
@@ -425,6 +427,7 @@ def guarded(method: str) -> Callable[[Callable[..., Awaitable[T]]], Callable[...
         @functools.wraps(fn)
         async def wrapper(ls: CtxLanguageServer, *args: Any) -> T:
             try:
+                await ls.setup_done.wait()
                 if ls.fault == method:
                     raise RuntimeError(f"injected fault in {method} (CTX_LSP_TEST_FAULT)")
                 return await fn(ls, *args)
