@@ -42,7 +42,7 @@ from ctx_lsp.store import edge_from_wire, edge_to_wire
 log = logging.getLogger(__name__)
 
 STATE_KEY = "jedi"
-CACHE_VERSION = 1  # bump when the meaning of cached results changes
+CACHE_VERSION = 2  # bump when the meaning of cached results changes
 JEDI_LOCK = threading.RLock()  # every jedi call in this process; jedi is not thread-safe
 
 Progress = Callable[[str, int, int], None]
@@ -50,7 +50,7 @@ SourceProvider = Callable[[str], "str | None"]  # rel path -> editor buffer text
 
 _STATIC_CALL_KINDS = (EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value)
 _CALLABLE_TYPES = ("class", "function")  # jedi Name.type values an edge can point at directly
-_STAT_KEYS = ("sites", "internal", "external", "unresolved", "errors", "goto_calls", "infer_calls",
+_STAT_KEYS = ("sites", "internal", "external", "unresolved", "unresolved_local", "errors", "goto_calls", "infer_calls",
               "sampled", "confirmed", "contradicted", "jedi_external", "jedi_unresolved", "added_edges")
 MAX_EXAMPLES_PER_FILE = 3
 MAX_TARGETS_PER_SITE = 3  # jedi may return several definitions (conditional defs); keep a few
@@ -163,7 +163,8 @@ class Refiner:
         return self.sample_per_file > 0 and any(e.kind in _STATIC_CALL_KINDS and e.path == path for e in b.edges)
 
     def _work_paths(self) -> list[str]:
-        return [p for p in sorted(self.index.bindings) if self._has_work(p)]
+        # list() copies atomically under the GIL: safe even if another thread updates the index meanwhile
+        return [p for p in sorted(list(self.index.bindings)) if self._has_work(p)]
 
     def pending(self, priority_paths: Iterable[str] = ()) -> list[str]:
         """Files to refine, open files first, then non-test files, then tests."""
@@ -190,7 +191,7 @@ class Refiner:
                     totals[k] += v
         examples: list[dict[str, Any]] = []
         for p in sorted(cache):
-            examples.extend(cache[p].get("examples", []))
+            examples.extend(x for x in cache[p].get("examples", []) if x.get("verdict") == "contradicted")
             if len(examples) >= 20:
                 break
         out: dict[str, Any] = {"done": done, "total": len(work), "running": self.running}
@@ -224,7 +225,7 @@ class Refiner:
             with self.lock:
                 self._install_cached()
                 todo = self.pending(priority)
-            total = len(todo) + sum(1 for p in self._work_paths() if self._valid(p, self.cache.get(p)))
+                total = len(self._work_paths())
             done = total - len(todo)
             if not todo:
                 return self._finish(t0, refined, stopped)
@@ -248,11 +249,12 @@ class Refiner:
                         _trim_parso_cache()
                     if stopped:
                         break
-                    with self.lock, self._mu:
-                        # only files invalidated while we worked; a file we could not read stays for later
-                        changed = {p for p, g in self._generation.items() if start_gen.get(p, 0) != g}
-                        start_gen = dict(self._generation)
-                    todo = [p for p in self.pending(priority) if p in changed]
+                    with self.lock:
+                        with self._mu:
+                            # only files invalidated while we worked; one we could not read waits for a later run
+                            changed = {p for p, g in self._generation.items() if start_gen.get(p, 0) != g}
+                            start_gen = dict(self._generation)
+                        todo = [p for p in self.pending(priority) if p in changed]
                     total += len(todo)
             if save and refined:
                 with self.lock:
@@ -378,6 +380,8 @@ class Refiner:
                 stats["external"] += 1
             else:
                 stats["unresolved"] += 1
+                if res.unmapped:  # jedi stopped at a parameter or local it could not infer a callable for
+                    stats["unresolved_local"] += 1
 
         for e in self._sample(path, binding):
             if should_stop():
@@ -392,17 +396,14 @@ class Refiner:
                 continue
             if e.dst in res.targets:
                 stats["confirmed"] += 1
-            elif res.targets:
-                stats["contradicted"] += 1
-                if len(examples) < MAX_EXAMPLES_PER_FILE:
-                    line_text = lines[e.line - 1] if 0 < e.line <= len(lines) else ""
-                    examples.append({"path": path, "line": e.line, "col": e.col, "static": e.dst,
-                                     "static_resolver": e.resolver, "jedi": sorted(res.targets)[:3],
-                                     "code": line_text.strip()[:160]})
-            elif res.external:
-                stats["jedi_external"] += 1
-            else:
-                stats["jedi_unresolved"] += 1
+                continue
+            verdict = "contradicted" if res.targets else ("jedi_external" if res.external else "jedi_unresolved")
+            stats[verdict] += 1
+            if sum(1 for x in examples if x["verdict"] == verdict) < MAX_EXAMPLES_PER_FILE:
+                line_text = lines[e.line - 1] if 0 < e.line <= len(lines) else ""
+                examples.append({"verdict": verdict, "path": path, "line": e.line, "col": e.col, "static": e.dst,
+                                 "static_resolver": e.resolver, "jedi": sorted(res.targets)[:3],
+                                 "code": line_text.strip()[:160]})
 
         edges = sorted(new_edges.values(), key=lambda x: (x.line, x.col, x.dst, x.kind))
         stats["added_edges"] = len(edges)
