@@ -184,6 +184,35 @@ try {
   await page.locator('.tabs-container .tab.active', { hasText: 'models.py' }).first().waitFor({ timeout: 15000 });
   log('neighbour opened models.py');
 
+  // 5b. Code lenses (served by ctx-lsp with the command ctx.contextAtCursor): clicking one shows
+  //     its pack in the extension's context view (a new rendering: body[data-seq] increases).
+  step = 'code lens';
+  const seqNow = async () => {
+    let max = 0;
+    for (const f of page.frames()) {
+      const v = await f.locator('body[data-seq]').getAttribute('data-seq', { timeout: 200 }).catch(() => null);
+      if (v) max = Math.max(max, Number(v));
+    }
+    return max;
+  };
+  const waitSeq = async (after, ms) => {
+    for (const deadline = Date.now() + ms; Date.now() < deadline; await page.waitForTimeout(300)) {
+      if ((await seqNow()) > after) return true;
+    }
+    return false;
+  };
+  const lens = page.locator('.monaco-editor .codelens-decoration a', { hasNotText: /^\s*$/ }).first();
+  if (await lens.waitFor({ timeout: 10000 }).then(() => true, () => false)) {
+    const lensTexts = await page.locator('.monaco-editor .codelens-decoration').allInnerTexts();
+    log(`code lenses: ${JSON.stringify(lensTexts)}`);
+    const before = await seqNow();
+    await lens.click();
+    if (!(await waitSeq(before, 30000))) throw new Error('clicking a code lens did not show a context pack');
+    log('code lens opened the context view');
+  } else {
+    log('no code lenses shown in models.py (skipped)');
+  }
+
   // 6. CTX: Context at Cursor on Repository.save (cursor placed with Go to Line).
   step = 'context at cursor';
   await page.keyboard.press('Escape');
@@ -193,8 +222,10 @@ try {
   await input.fill(':21:10');
   await page.keyboard.press('Enter');
   await page.waitForTimeout(300);
+  const seqBefore = await seqNow();
   await runCommand('CTX: Context at Cursor');
-  const at = await findInWebview('h1', 'Context', 60000);
+  if (!(await waitSeq(seqBefore, 60000))) throw new Error(`no new context view after Context at Cursor; notifications: ${JSON.stringify(await notificationTexts())}`);
+  const at = await findInWebview('h1', 'Context', 10000);
   if (!at) throw new Error(`no context view after Context at Cursor; notifications: ${JSON.stringify(await notificationTexts())}`);
   const atLinks = await at.frame.locator('.span-link').allInnerTexts();
   const atTitle = await at.frame.locator('h1').innerText();

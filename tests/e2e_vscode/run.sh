@@ -32,7 +32,7 @@ log "toolchain ready"
 VERSION=$(cd "$CLIENT" && node -p "require('./package.json').version")
 VSIX=$CLIENT/ctx-lsp-$VERSION.vsix
 if [ "${CTX_E2E_SKIP_BUILD:-0}" != 1 ] || [ ! -f "$VSIX" ]; then
-  ( cd "$CLIENT" && npm ci --no-audit --no-fund --loglevel=error && npm test --silent >/dev/null && npm run --silent package >/dev/null )
+  ( cd "$CLIENT" && npm ci --prefer-offline --no-audit --no-fund --loglevel=error && npm test --silent >/dev/null && npm run --silent package >/dev/null )
 fi
 [ -f "$VSIX" ] || { log "$VSIX was not built"; exit 1; }
 log "packaged $(basename "$VSIX")"
@@ -43,7 +43,7 @@ WS=$T/workspace
 cp -r "$HERE/workspace" "$WS"
 find "$WS" -name __pycache__ -prune -exec rm -rf {} +
 mkdir -p "$T/data/User" "$T/data/Machine" "$T/ext" "$ART"
-rm -f "$ART"/*.png "$ART"/*.log
+rm -rf "$ART"/*.png "$ART"/*.log "$ART/logs"
 "$PYTHON" - "$T/data/User/settings.json" "$PYTHON" "$T/cache" <<'PY'
 import json, sys
 path, python, cache = sys.argv[1:4]
@@ -53,7 +53,7 @@ settings = {
     "workbench.secondarySideBar.defaultVisibility": "hidden", "workbench.tips.enabled": False,
     "extensions.autoCheckUpdates": False, "extensions.autoUpdate": False,
     "extensions.ignoreRecommendations": True, "git.enabled": False,
-    "ctxLsp.interpreter": python, "ctxLsp.cacheDir": cache, "ctxLsp.trace.server": "messages",
+    "ctxLsp.interpreter": python, "ctxLsp.cacheDir": cache, "ctxLsp.trace.server": "verbose",
 }
 with open(path, "w") as f:
     json.dump(settings, f, indent=2)
@@ -88,7 +88,7 @@ finish() {
   local rc=$?
   # Keep the extension's output channel (server log + LSP trace) and code-server's log.
   find "$T/data/logs" -name '*ctx-lsp*.log' -exec cp {} "$ART/ctx-lsp-output.log" \; 2>/dev/null || true
-  find "$T/data/logs" -name 'exthost.log' -exec cp {} "$ART/exthost.log" \; 2>/dev/null || true
+  cp -r "$T/data/logs" "$ART/logs" 2>/dev/null || true
   cp "$T/cs.log" "$ART/code-server.log" 2>/dev/null || true
   stop_cs
   rm -rf "$T"

@@ -148,6 +148,8 @@ export interface HtmlOptions {
   nonce: string;
   cspSource: string;
   title?: string;
+  /** Increases with every rendering (lets tests tell one rendering from the next). */
+  seq?: number;
 }
 
 /** The body of the webview that shows a pack. Links and buttons post messages
@@ -210,7 +212,7 @@ pre { background: var(--vscode-textCodeBlock-background); padding: 6px 8px; over
 #bar-fill { width: ${pct}%; }
 summary { cursor: pointer; color: var(--vscode-descriptionForeground); }
 </style></head>
-<body>
+<body data-seq="${opt.seq ?? 0}">
 <h1>Context: ${e(pack.query ?? '')}</h1>
 ${plan}
 ${stale}

@@ -423,7 +423,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         { location: vscode.ProgressLocation.Notification, title: 'CTX: retrieving context at cursor…', cancellable: true },
         (_p, token) => mgr.execute('ctx.contextAtCursor', { uri, position, budget }, token) as Promise<ContextPack>,
       );
-      if (pack) panel.show(pack, pack.query || title);
+      if (pack) panel.show(pack, pack.query || title, { preserveFocus: true });
       return pack;
     } catch (e) {
       await reportError(e, 'Context at Cursor');

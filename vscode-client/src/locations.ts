@@ -46,7 +46,7 @@ export async function openSpan(uri: vscode.Uri, start: number, end?: number, opt
   return editor;
 }
 
-export async function openPath(path: string | undefined, uri: string | undefined | null, start: number, end?: number, opts?: { preview?: boolean; preserveFocus?: boolean }): Promise<void> {
+export async function openPath(path: string | undefined, uri: string | undefined | null, start: number, end?: number, opts?: { preview?: boolean; preserveFocus?: boolean; viewColumn?: vscode.ViewColumn }): Promise<void> {
   const target = await resolvePath(path ?? '', uri);
   if (!target) {
     void vscode.window.showWarningMessage(`CTX: cannot locate ${path ?? uri} in the workspace.`);
