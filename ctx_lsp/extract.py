@@ -234,10 +234,15 @@ def _first_doc_line(node: ast.AST) -> str:
         return ""
     if not doc:
         return ""
+    # the first paragraph, joined: a first sentence often wraps onto the next line
+    para: list[str] = []
     for line in doc.strip().splitlines():
-        if line.strip():
-            return line.strip()[:200]
-    return ""
+        if not line.strip():
+            if para:
+                break
+            continue
+        para.append(line.strip())
+    return " ".join(para)[:240]
 
 
 def chain_of(node: ast.AST) -> Chain | None:

@@ -22,7 +22,7 @@ from ctx_lsp.model import Edge
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 3
+SCHEMA = 4
 CACHE_ENV = "CTX_LSP_CACHE_DIR"
 
 

@@ -5,10 +5,12 @@ Ablation features (for benchmark_gen): "lexical", "symbols", "edges", "history_t
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ctx_lsp.extract import is_test_path
 from ctx_lsp.model import NodeKind
 from ctx_lsp.retrieval.expand import edges_for, expand
 from ctx_lsp.retrieval.lexical import LexicalIndex
@@ -16,12 +18,13 @@ from ctx_lsp.retrieval.memory import EpisodicMemory, WorkingMemory
 from ctx_lsp.retrieval.pack import pack
 from ctx_lsp.retrieval.plan import EXPLICIT_SYMBOL, IMPLICIT_CONTEXT, Plan, make_plan
 from ctx_lsp.retrieval.score import Candidates
-from ctx_lsp.retrieval.seeds import lexical_seeds, memory_seeds, subword_seeds, symbol_seeds
+from ctx_lsp.retrieval.seeds import lexical_seeds, memory_seeds, soft_seeds, subword_seeds, symbol_seeds
 from ctx_lsp.retrieval.text import split_identifier
 
 if TYPE_CHECKING:
     from ctx_lsp.engine import Engine
 
+TEST_PRIOR = 0.6
 ALL_FEATURES = frozenset({"lexical", "symbols", "edges", "history_tests", "hops", "memory"})
 _SYMBOL_KINDS = (NodeKind.CLASS.value, NodeKind.FUNCTION.value, NodeKind.METHOD.value)
 
@@ -112,7 +115,8 @@ class Retriever:
         return lines
 
     def is_symbol(self, word: str) -> bool:
-        return bool(self.engine.graph.by_name.get(word.lower()))
+        """Whether a workspace symbol has exactly this name (case-sensitive)."""
+        return any(n.name == word for n in self.engine.graph.symbols_named(word))
 
     # -- the read path ------------------------------------------------------------------------
     def context(self, query: str, budget: int = 4000, *, path: str | None = None, line: int | None = None,
@@ -130,7 +134,12 @@ class Retriever:
         if "symbols" in features:
             resolved = symbol_seeds(self, plan, cands)
             if plan.trigger != EXPLICIT_SYMBOL or not resolved:
-                resolved += [r for r in subword_seeds(self, plan, cands) if r not in resolved]
+                prior = self._prior(plan)
+                resolved += [r for r in subword_seeds(self, plan, cands)
+                             if r not in resolved and (prior is None or prior(r) == 1.0)]
+            soft = soft_seeds(self, plan, cands)
+            if not resolved and soft and not plan.operators:
+                resolved = soft
         if path is not None and path in self.engine.graph:
             at = self.engine.graph.innermost(path, line) if line else self.engine.graph.node(path)
             if at is not None:
@@ -152,6 +161,7 @@ class Retriever:
         t["seed"] = time.perf_counter()
         check()
         hopped: list[str] = []
+        hop_target: str | None = None
         if "edges" in features:
             spec = edges_for(plan, "history_tests" in features)
             described = not resolved
@@ -163,15 +173,21 @@ class Retriever:
             if "hops" in features and described and plan.operators and plan.operators != ["definition"]:
                 # Hop: the question described its target; the best-scoring symbol is now the resolved
                 # target, so ask the plan's relation about it with full weight.
-                ranked = cands.ranked()
-                target = next((c.node_id for c in ranked if self._is_symbol_node(c.node_id)), None)
+                ranked = cands.ranked(self._prior(plan))
+                prior = self._prior(plan)
+                pool = [c.node_id for c in ranked[:8] if self._is_symbol_node(c.node_id)
+                        and (prior is None or prior(c.node_id) == 1.0)]
+                kinds = _target_kinds(plan)
+                target = next((nid for nid in pool if self.engine.graph.node(nid).kind in kinds), None)  # type: ignore[union-attr]
+                target = target or (pool[0] if pool else None)
                 if target is not None:
+                    hop_target = target
                     cands.add(target, "hop-resolved", ranked[0].score, hops=0)
                     hopped = expand(self.engine.graph, cands, [target], spec,
                                     hops=2 if "impact" in plan.operators else 1)
         t["expand"] = time.perf_counter()
         check()
-        ranked = cands.ranked()
+        ranked = cands.ranked(self._prior(plan))
         t["score"] = time.perf_counter()
         items = pack(ranked, self.engine.graph, self.source_lines, budget)
         t["pack"] = time.perf_counter()
@@ -186,14 +202,26 @@ class Retriever:
             "items": out_items,
             "timings_ms": _timings(t),
         }
-        if hopped:
-            result["plan"]["hop"] = {"resolved": cands.ranked()[0].node_id if cands.pool else None}
+        if hop_target is not None:
+            result["plan"]["hop"] = {"resolved": hop_target, "reached": len(hopped)}
         if record and "memory" in features:
             self.episodic.record(query, plan.trigger, out_items)
             for it in out_items[:3]:
                 key = f"{it['path']}::{it['symbol']}" if it["symbol"] else it["path"]
                 self.working.touch(key)
         return result
+
+    def _prior(self, plan: Plan) -> Callable[[str], float] | None:
+        """Tests matter for test questions; otherwise they rank below the code they exercise."""
+        if "tests" in plan.operators or re.search(r"\btest", plan.query, re.I):
+            return None
+        g = self.engine.graph
+
+        def prior(node_id: str) -> float:
+            n = g.node(node_id)
+            return TEST_PRIOR if n is not None and (n.kind == "test" or is_test_path(n.path)) else 1.0
+
+        return prior
 
     def _is_symbol_node(self, node_id: str) -> bool:
         n = self.engine.graph.node(node_id)
@@ -243,6 +271,20 @@ class Retriever:
                 best[path] = (score, node_id)
         ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top_n]
         return [{"path": p, "score": round(s, 4), "best_chunk": nid} for p, (s, nid) in ranked]
+
+
+def _target_kinds(plan: Plan) -> tuple[str, ...]:
+    """The kinds a described target likely has, from the words and the relation asked about."""
+    hinted = tuple(h for _, h, role in plan.soft if h and role == "target")
+    if hinted:
+        return hinted
+    if re.search(r"\b(?:method|methods|override|overrid)", plan.query, re.I):
+        return ("method",)
+    if re.search(r"\bclass(?:es)?\b", plan.query, re.I) or {"implementations", "instantiations"} & set(plan.operators):
+        return ("class",)
+    if re.search(r"\bfunctions?\b", plan.query, re.I):
+        return ("function", "method")
+    return _SYMBOL_KINDS
 
 
 def _timings(t: dict[str, float]) -> dict[str, float]:

@@ -64,9 +64,13 @@ class Plan:
     errors: list[str] = field(default_factory=list)
     instruction: bool = False
     temporal: bool = False
+    soft: list[tuple[str, str | None, str]] = field(default_factory=list)  # (word, kind hint, role)
 
     def to_json(self) -> dict[str, object]:
-        return {"trigger": self.trigger, "operators": self.operators, "mentions": self.mentions}
+        out: dict[str, object] = {"trigger": self.trigger, "operators": self.operators, "mentions": self.mentions}
+        if self.soft:
+            out["described"] = [w for w, _, _ in self.soft]
+        return out
 
 
 def _looks_like_identifier(word: str, sentence_initial: bool) -> bool:
@@ -86,6 +90,7 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
     text = query.strip()
     low = text.lower()
     mentions: list[str] = []
+    soft: list[tuple[str, str | None, str]] = []
 
     def add(m: str) -> None:
         if m and m not in mentions:
@@ -118,15 +123,27 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
             continue
         followed_by_call = text[m.end():m.end() + 2] == "()"
         if _looks_like_identifier(word, sentence_initial) or followed_by_call:
+            if word.isupper() and not followed_by_call and is_symbol is not None and not is_symbol(word):
+                continue  # an acronym ("URL", "HTTP"), not a constant of this workspace
             add(word)
             continue
-        if is_symbol is not None and word.lower() not in STOPWORDS and len(word) >= 3:
-            if sentence_initial and word[0].isupper() and not is_symbol(word):
-                continue
-            if sentence_initial and word[0].isupper() and word.lower() in _VERBS:
+        if is_symbol is None or word.lower() in STOPWORDS or len(word) < 3:
+            continue
+        if word[0].isupper():
+            if sentence_initial and word.lower() in _VERBS:
                 continue  # "Find", "Return", "Updates": verbs, not symbols
-            if is_symbol(word) and (word[0].isupper() or re.search(rf"\b(?:function|method|class|def)\s+{re.escape(word)}\b", text) or _named_context(low, word.lower())):
-                add(word)
+            if is_symbol(word):
+                add(word)  # exact-case name of a class or function: "Session", "Flask"
+            continue
+        lw = word.lower()
+        if re.search(rf"\b(?:function|method|class|def)\s+{re.escape(word)}\b", text) and is_symbol(word):
+            add(word)  # "the function apply_discount" style, with a lower-case name that exists
+            continue
+        hint = _named_context(low, lw)
+        if hint is not None and any(sm[0] == lw for sm in soft):
+            continue
+        if hint is not None:
+            soft.append((lw, hint[0], hint[1]))
     for e in errors:
         name = e.split(":")[0]
         if is_symbol is not None and is_symbol(name):
@@ -142,6 +159,7 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
     if "tests" in operators and re.search(r"\btest(?:s|ing)? (?:for|of)\b|\bwhich tests?\b|\btests? (?:that |which )?cover|\brun after\b|\bexercis", low) is None and re.search(r"\btests?\b", low) is None:
         operators.remove("tests")
     concepts = [m.group(1).strip() for m in _CONCEPT.finditer(text)]
+    soft = [sm for sm in soft if sm[0] not in {x.lower() for x in mentions}]
     if temporal:
         trigger = TEMPORAL_HISTORY
     elif instruction or "impact" in operators and not mentions:
@@ -154,7 +172,7 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
         operators = ["definition"]
     order = {op: i for i, op in enumerate(OPERATORS)}
     operators = sorted(set(operators), key=order.__getitem__)
-    return Plan(text, trigger, operators, mentions, concepts, quoted, errors, instruction, temporal)
+    return Plan(text, trigger, operators, mentions, concepts, quoted, errors, instruction, temporal, soft)
 
 
 _VERBS = frozenset("""find return returns update updates make add fix change rename get set show list explain describe
@@ -162,8 +180,15 @@ run create delete remove move use handle check load save send read write open cl
 where what which who how why when""".split())
 
 
-def _named_context(low: str, word: str) -> bool:
-    """A lower-case word counts as a symbol mention when phrased like one: "the X function", "X()"."""
-    return bool(re.search(rf"\b(?:the|a|an)\s+{re.escape(word)}\s+(?:function|method|class|module|decorator|helper|attribute)\b", low)
-                or re.search(rf"\b(?:calls?|callers of|call|uses?|overrides?|subclasses of|implements|instantiates|tests? for|changes to|to)\s+{re.escape(word)}\b", low)
-                or re.search(rf"\b{re.escape(word)}\s*\(", low))
+def _named_context(low: str, word: str) -> tuple[str | None, str] | None:
+    """A lower-case word phrased like a name ("the session class", "who calls send"): a *soft*
+    mention with a kind hint and a role ("container" for "the method of the X class")."""
+    w = re.escape(word)
+    m = re.search(rf"\b(of\s+)?(?:the|a|an)\s+{w}\s+(function|method|class|module|decorator|helper|attribute)\b", low)
+    if m:
+        kind = {"function": "function", "method": "method", "class": "class", "helper": "function",
+                "decorator": "function"}.get(m.group(2))
+        return kind, "container" if m.group(1) else "target"
+    if re.search(rf"\b(?:calls?|callers of|uses?|overrides?|subclasses of|implements|instantiates|tests? for|changes to)\s+{w}\b", low):
+        return None, "target"
+    return None

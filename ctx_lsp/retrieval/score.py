@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -45,10 +46,14 @@ class Candidates:
     def __contains__(self, node_id: str) -> bool:
         return node_id in self.pool
 
-    def ranked(self) -> list[Candidate]:
+    def ranked(self, prior: Callable[[str], float] | None = None) -> list[Candidate]:
+        """Score every candidate once. `prior(node_id)` multiplies a score (e.g. tests when the
+        question is not about tests)."""
         for c in self.pool.values():
             # diminishing returns: the strongest reason counts fully, further ones by half
             ws = sorted((r.weight for r in c.reasons), reverse=True)
             c.score = ws[0] + 0.5 * sum(ws[1:]) if ws else 0.0
+            if prior is not None:
+                c.score *= prior(c.node_id)
             c.reasons.sort(key=lambda r: (-r.weight, r.via, r.source or ""))
         return sorted(self.pool.values(), key=lambda c: (-c.score, c.hops, c.node_id))

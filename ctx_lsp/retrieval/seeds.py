@@ -55,6 +55,31 @@ def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
     return resolved
 
 
+W_SOFT = 2.2
+W_CONTAINER = 1.0
+
+
+def soft_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
+    """Lower-case words phrased like names ("the session class", "who calls send"): matched
+    case-insensitively, preferring the hinted kind; a container ("the method of the X class") only
+    leads towards its members."""
+    out: list[str] = []
+    for word, hint, role in plan.soft:
+        found = r.engine.find_symbols(word)
+        if hint is not None:
+            kinds = {"method": ("method", "function"), "function": ("function", "method")}.get(hint, (hint,))
+            found = [n for n in found if n.kind in kinds] or found
+        for i, n in enumerate(found[:3]):
+            if role == "container":
+                cands.add(n.id, "symbol-container", W_CONTAINER)
+                for e in r.engine.graph.out_edges(n.id, ("CONTAINS",)):
+                    cands.add(e.dst, "member-of-described", W_CONTAINER * 0.3, source=n.id, hops=1)
+            else:
+                cands.add(n.id, "symbol-soft", W_SOFT - 0.2 * i)
+                out.append(n.id)
+    return out
+
+
 def describe_text(plan: Plan) -> str:
     """The part of the query that describes things: no operator words, no stopwords."""
     return " ".join([plan.query] + plan.concepts)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+import snowballstemmer
+
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -17,8 +19,7 @@ via per within without up down out off again further once both either neither no
 code function functions method methods class classes file files module modules use uses used using make makes
 let please want need needs named called call calls""".split())
 
-# stopwords for naming checks keep call/calls: they are real identifier parts
-_SUFFIXES = ("ations", "ation", "ings", "ing", "ied", "ies", "ers", "ed", "es", "er", "s")
+_STEMMER = snowballstemmer.stemmer("english")
 
 
 def split_identifier(name: str) -> list[str]:
@@ -31,17 +32,10 @@ def split_identifier(name: str) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
-    w = word.lower()
-    if len(w) <= 4:
-        return w
-    for suf in _SUFFIXES:
-        if w.endswith(suf) and len(w) - len(suf) >= 3:
-            w = w[: -len(suf)]
-            break
-    if w.endswith("e") and len(w) > 4:
-        w = w[:-1]
-    return w
+    """Porter2 (Snowball English) stem of a lower-cased word: "merges" and "merge" meet at "merg"."""
+    return _STEMMER.stemWord(word.lower())
 
 
 @lru_cache(maxsize=200_000)
