@@ -50,6 +50,11 @@ CASES = [
     ("Make the database connection string of the SQL repository configurable", "IMPLICIT_CONTEXT", {"impact"}, {"SqlRepository", "get_order_service"}, set()),
     ("code related to value added tax", "SEMANTIC_CONCEPT", set(), {"with_tax"}, set()),
     ("Find the function get_order_service", "EXPLICIT_SYMBOL", set(), {"get_order_service"}, set()),
+    # nameless: the target is described, resolved by a hop, then its callers are expanded
+    ("who calls the function that adds value added tax to a net amount", "SEMANTIC_CONCEPT", {"callers"},
+     {"with_tax", "OrderService.place"}, set()),
+    ("which classes extend the repository base class that stores records", "SEMANTIC_CONCEPT", {"implementations"},
+     {"BaseRepository", "SqlRepository", "MemoryRepository"}, set()),
 ]
 
 
@@ -69,6 +74,13 @@ def test_query_table(engine: Engine, query: str, trigger: str, operators: set[st
     for item in pack["items"]:
         assert item["reasons"], item
         assert item["detail"] in ("full", "signature", "reference")
+
+
+def test_hop_reports_the_resolved_target(engine: Engine) -> None:
+    pack = engine.context("who calls the function that adds value added tax to a net amount", 4000, record=False)
+    assert pack["plan"]["hop"]["resolved"] == "shop/pricing.py::with_tax"
+    place = next(i for i in pack["items"] if i["symbol"] == "OrderService.place")
+    assert any(r["via"] == "CALLS<-" and r["from"] == "shop/pricing.py::with_tax" for r in place["reasons"])
 
 
 def test_importers_lists_files(engine: Engine) -> None:
