@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 FIXTURE = Path(__file__).parent / "fixtures" / "server_ws"
@@ -124,22 +123,32 @@ def did_change(client: LanguageClient, u: str, version: int, rng: types.Range, t
         content_changes=[types.TextDocumentContentChangePartial(range=rng, text=text)]))
 
 
-async def expect_error(coro: Any, *fragments: str) -> str:
-    with pytest.raises(JsonRpcException) as info:
-        await coro
-    message = str(info.value)
-    for f in fragments:
-        assert f in message, f"{f!r} not in error {message!r}"
-    return message
+def plain(value: Any) -> Any:
+    """A raw custom-request result (pygls `Object` namedtuples) as plain JSON values."""
+    if hasattr(value, "_asdict"):
+        return {k: plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+async def request(client: LanguageClient, method: str, params: Any, msg_id: str | None = None) -> Any:
+    return plain(await client.protocol.send_request_async(method, params, msg_id=msg_id))
 
 
 # -- fixtures ------------------------------------------------------------------------------------
-@pytest_lsp.fixture(params=PROFILES, config=ClientServerConfig(server_command=SERVER))
-async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest, tmp_path: Path):
-    ws = copy_workspace(tmp_path / "ws")
+# One server per profile for the tests that do not change the workspace (starting one costs ~3 s);
+# tests that edit get their own server in test_server_edits.py.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_lsp.fixture(scope="module", params=PROFILES, config=ClientServerConfig(server_command=SERVER))
+async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("server")
+    ws = copy_workspace(tmp / "ws")
     lsp_client.profile = request.param  # type: ignore[attr-defined]
-    lsp_client.cache = tmp_path / "cache"  # type: ignore[attr-defined]
-    lsp_client.init_result = await initialize(lsp_client, ws, request.param, tmp_path / "cache")  # type: ignore[attr-defined]
+    lsp_client.cache = tmp / "cache"  # type: ignore[attr-defined]
+    lsp_client.init_result = await initialize(lsp_client, ws, request.param, tmp / "cache")  # type: ignore[attr-defined]
     await wait_indexed(lsp_client)
     yield
     await lsp_client.shutdown_session()
@@ -252,57 +261,129 @@ async def test_workspace_symbol_exact_substring_and_fuzzy(client: LanguageClient
     assert list(await client.workspace_symbol_async(types.WorkspaceSymbolParams(query="zzzz"))) == []
 
 
-# -- the graph follows the editor ----------------------------------------------------------------
-async def test_did_change_is_reflected_by_the_next_query_and_did_close_reverts(client: LanguageClient) -> None:
+# -- context commands --------------------------------------------------------------------------------
+async def test_get_context_command_and_request(client: LanguageClient) -> None:
+    ws = client.ws  # type: ignore[attr-defined]
+    pack = await command(client, "ctx.getContext", {"query": "who calls checkout", "budget": 800})
+    assert pack["budget"] == 800 and 0 < pack["tokens"] <= 800 and pack["stale"] is False
+    symbols = [i["symbol"] for i in pack["items"]]
+    assert "checkout" in symbols and "refund" in symbols
+    for item in pack["items"]:
+        assert item["uri"] == uri(ws, item["path"])
+    # the cancellable request answers the same params with the same pack
+    raw = await request(client, "ctx/getContext", {"query": "who calls checkout", "budget": 800})
+    assert [i["symbol"] for i in raw["items"]] == symbols
+    # anchored at a position in a file
+    pos = position_of(ws, "shop/service.py", "checkout", client.encoding, line=9)  # type: ignore[attr-defined]
+    anchored = await command(client, "ctx.getContext", {"query": "what does this do", "uri": uri(ws, "shop/service.py"),
+                                                        "position": {"line": pos.line, "character": pos.character}})
+    assert anchored["items"] and anchored["tokens"] <= 4000
+
+
+async def test_context_at_cursor_after_non_ascii_text(client: LanguageClient) -> None:
     ws, enc = client.ws, client.encoding  # type: ignore[attr-defined]
-    u = did_open(client, "shop/service.py")
-    # replace the call open_inventory() that follows the emoji by refund(): an incremental edit in client units
-    did_change(client, u, 2, expected_range(ws, "shop/service.py", "open_inventory", enc, line=EMOJI_LINE), "refund")
-    refund = await prepare_call(client, "shop/service.py", "refund", line=15)
-    got = await callers(client, refund)
-    line = "    label = \"café 😀 — naïve\"; inv = refund()"
-    col = units(line[: line.index("refund")], enc)
-    assert got == {"checkout": [types.Range(start=types.Position(line=EMOJI_LINE, character=col),
-                                            end=types.Position(line=EMOJI_LINE, character=col + 6))]}
-    # append a new function: a query straight after the edit sees it
-    n = len((ws / "shop/service.py").read_text(encoding="utf-8").splitlines())
-    end = types.Position(line=n, character=0)
-    did_change(client, u, 3, types.Range(start=end, end=end), "\n\ndef audit(item):\n    return refund(item)\n")
-    got = await callers(client, refund)
-    assert set(got) == {"checkout", "audit"}
-    st = await command(client, "ctx.indexStatus")
-    assert st["dirty_files"] == ["shop/service.py"]
-    assert (ws / "shop/service.py").read_text(encoding="utf-8") == (FIXTURE / "shop/service.py").read_text(encoding="utf-8")
-    # closing without saving: the graph goes back to the disk content
-    client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=u)))
-    item = await prepare_call(client, "shop/service.py", "refund", line=15)
-    assert await callers(client, item) == {}
-    st = await command(client, "ctx.indexStatus")
-    assert st["dirty_files"] == []
+    # the cursor just after the last letter of the call open_inventory(), behind "café 😀 — naïve":
+    # read as code points in the wrong encoding it would fall past the name
+    start = position_of(ws, "shop/service.py", "open_inventory", enc, line=EMOJI_LINE)
+    end = {"line": EMOJI_LINE, "character": start.character + units("open_inventory", enc)}
+    args = {"uri": uri(ws, "shop/service.py"), "position": end, "budget": 600}
+    for pack in (await command(client, "ctx.contextAtCursor", args), await request(client, "ctx/contextAtCursor", args)):
+        cursor = [i["symbol"] for i in pack["items"] if any(r["via"] == "cursor" for r in i["reasons"])]
+        assert cursor == ["open_inventory"], pack["items"]
+        assert pack["tokens"] <= 600
+    # the lens command argument is a valid contextAtCursor params object
+    lenses = await client.text_document_code_lens_async(types.CodeLensParams(
+        text_document=types.TextDocumentIdentifier(uri=uri(ws, "shop/service.py"))))
+    lens = next(le for le in lenses if le.range.start.line == 9)
+    pack = await command(client, lens.command.command, *lens.command.arguments)
+    assert "checkout" in [i["symbol"] for i in pack["items"]]
 
 
-async def test_watched_file_changes_update_the_graph(client: LanguageClient) -> None:
+async def test_architectural_context_and_related(client: LanguageClient) -> None:
+    ws, enc = client.ws, client.encoding  # type: ignore[attr-defined]
+    arch = await command(client, "ctx.architecturalContext", {"uri": uri(ws, "shop/service.py")})
+    assert arch["path"] == "shop/service.py" and arch["uri"] == uri(ws, "shop/service.py")
+    groups = {(g["edge"], g["direction"]): g["neighbors"] for g in arch["groups"]}
+    imports = groups[("IMPORTS", "out")]
+    assert [n["path"] for n in imports] == ["shop/models.py"] and imports[0]["uri"] == uri(ws, "shop/models.py")
+    assert imports[0]["site"] == {"path": "shop/service.py", "line": 3, "col": 0, "uri": uri(ws, "shop/service.py")}
+    assert {n["from_symbol"] for n in groups[("CALLS", "in")]} == {"checkout"}
+    pos = position_of(ws, "shop/service.py", "checkout", enc, line=9)
+    rel = await command(client, "ctx.related", {"uri": uri(ws, "shop/service.py"), "relation": "callers",
+                                                "position": {"line": pos.line, "character": pos.character}})
+    assert rel["symbol"] == "shop/service.py::checkout" and rel["reason"] is None
+    locs = {loc["symbol"]: loc for loc in rel["locations"]}
+    assert set(locs) == {"refund", "test_checkout"}
+    site = expected_range(ws, "tests/test_service.py", "checkout", enc, line=4)
+    assert locs["test_checkout"]["uri"] == uri(ws, "tests/test_service.py")
+    assert locs["test_checkout"]["range"] == {"start": {"line": site.start.line, "character": site.start.character},
+                                              "end": {"line": site.end.line, "character": site.end.character}}
+    assert "CALLS" in locs["refund"]["reason"]
+    callees = await command(client, "ctx.related", {"uri": uri(ws, "shop/service.py"), "relation": "callees",
+                                                    "position": {"line": pos.line, "character": pos.character}})
+    assert {loc["symbol"] for loc in callees["locations"]} == {"open_inventory", "Inventory.save"}
+
+
+# -- robustness ------------------------------------------------------------------------------------
+async def test_malformed_params_are_invalid_params_naming_the_field(client: LanguageClient) -> None:
+    from pygls.exceptions import JsonRpcInvalidParams
+
     ws = client.ws  # type: ignore[attr-defined]
-    (ws / "shop/extra.py").write_text("from shop.service import refund\n\n\ndef bulk(items):\n"
-                                      "    return [refund(i) for i in items]\n", encoding="utf-8")
-    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
-        types.FileEvent(uri=uri(ws, "shop/extra.py"), type=types.FileChangeType.Created)]))
-    refund = await prepare_call(client, "shop/service.py", "refund", line=15)
-    assert set(await callers(client, refund)) == {"bulk"}
-    (ws / "shop/extra.py").unlink()
-    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
-        types.FileEvent(uri=uri(ws, "shop/extra.py"), type=types.FileChangeType.Deleted)]))
-    assert await callers(client, refund) == {}
-    st = await command(client, "ctx.indexStatus")
-    assert st["files"] == 4
+    u = uri(ws, "shop/service.py")
+    cases = [
+        ("ctx.getContext", [{}], "'query'"),
+        ("ctx.getContext", [{"query": "x", "budget": -1}], "'budget'"),
+        ("ctx.getContext", [{"query": "x", "position": {"line": 1, "character": 0}}], "'position' needs 'uri'"),
+        ("ctx.getContext", ["who calls checkout"], "params object"),
+        ("ctx.getContext", [{"query": "a"}, {"query": "b"}], "one params object"),
+        ("ctx.contextAtCursor", [{"uri": 5, "position": {"line": 0, "character": 0}}], "'uri'"),
+        ("ctx.contextAtCursor", [{"uri": u}], "'position'"),
+        ("ctx.related", [{"uri": u, "position": {"line": "a", "character": 0}, "relation": "callers"}],
+         "'position.line'"),
+        ("ctx.related", [{"uri": u, "position": {"line": 0, "character": -1}, "relation": "callers"}],
+         "'position.character'"),
+        ("ctx.related", [{"uri": u, "position": {"line": 0, "character": 0}, "relation": "friends"}], "'relation'"),
+        ("ctx.architecturalContext", [{}], "'uri'"),
+    ]
+    for name, arguments, fragment in cases:
+        with pytest.raises(JsonRpcInvalidParams) as info:
+            await command(client, name, *arguments)
+        assert fragment in str(info.value), (name, arguments, str(info.value))
+    with pytest.raises(JsonRpcInvalidParams, match="'query'"):
+        await client.protocol.send_request_async("ctx/getContext", {"budget": 10})
+    # the server still serves
+    assert (await command(client, "ctx.indexStatus"))["files"] == 4
 
 
-async def test_index_updated_notification_after_an_edit(client: LanguageClient) -> None:
+async def test_unknown_symbol_or_file_is_an_empty_result_with_a_reason(client: LanguageClient) -> None:
     ws = client.ws  # type: ignore[attr-defined]
-    waiter = client.wait_for_notification("ctx/indexUpdated")
-    u = did_open(client, "shop/models.py")
-    did_change(client, u, 2, types.Range(start=types.Position(line=0, character=0),
-                                         end=types.Position(line=0, character=0)), "import os\n")
-    payload = await asyncio.wait_for(waiter, 10)
-    assert payload.dirty_files == ["shop/models.py"] and payload.files == 4
-    assert uri(ws, "shop/models.py") == u
+    blank = {"line": 3, "character": 0}  # an empty line between the import and the first def
+    rel = await command(client, "ctx.related", {"uri": uri(ws, "shop/service.py"), "position": blank,
+                                                "relation": "callers"})
+    assert rel == {"symbol": None, "relation": "callers", "locations": [], "reason": "no symbol at shop/service.py:4:0"}
+    arch = await command(client, "ctx.architecturalContext", {"uri": uri(ws, "docs/missing.py")})
+    assert arch["groups"] == [] and arch["reason"] == "file not in the index: docs/missing.py"
+    pack = await command(client, "ctx.contextAtCursor", {"uri": uri(ws, "docs/missing.py"), "position": blank})
+    assert pack["items"] == [] and "not in the index" in pack["reason"]
+    items = await client.text_document_prepare_call_hierarchy_async(types.CallHierarchyPrepareParams(
+        text_document=types.TextDocumentIdentifier(uri=uri(ws, "shop/service.py")), position=types.Position(line=3, character=0)))
+    assert items is None
+
+
+async def test_uri_outside_the_workspace_is_refused(client: LanguageClient) -> None:
+    from pygls.exceptions import JsonRpcInvalidParams
+
+    outside = Path("/etc/hosts").as_uri()
+    for name, arg in [("ctx.architecturalContext", {"uri": outside}),
+                      ("ctx.getContext", {"query": "x", "uri": outside}),
+                      ("ctx.contextAtCursor", {"uri": outside, "position": {"line": 0, "character": 0}}),
+                      ("ctx.related", {"uri": outside, "position": {"line": 0, "character": 0}, "relation": "tests"})]:
+        with pytest.raises(JsonRpcInvalidParams, match="outside the workspace"):
+            await command(client, name, arg)
+    with pytest.raises(JsonRpcInvalidParams, match="outside the workspace"):
+        await client.text_document_prepare_call_hierarchy_async(types.CallHierarchyPrepareParams(
+            text_document=types.TextDocumentIdentifier(uri=outside), position=types.Position(line=0, character=0)))
+    # lenses are requested for every open file: no error, just none
+    lenses = await client.text_document_code_lens_async(types.CodeLensParams(
+        text_document=types.TextDocumentIdentifier(uri=outside)))
+    assert list(lenses) == []

@@ -92,18 +92,17 @@ def related(ctx: Ctx, rel: str, position: Any, relation: str) -> dict[str, Any]:
 
 
 # -- handlers ------------------------------------------------------------------------------------
-async def _cancellable(ls: CtxLanguageServer, root: Any, fn: Any) -> Any:
+async def _cancellable(ls: CtxLanguageServer, root: Any, fn: Any, method: str) -> Any:
     """Run engine work whose checkpoints raise once the awaiting request is cancelled."""
     cancelled = threading.Event()
     try:
-        return await ls.query(root, lambda ctx: fn(ctx), checkpoint=make_checkpoint(ls, cancelled))
+        return await ls.query(root, fn, checkpoint=make_checkpoint(ls, cancelled, method))
     except asyncio.CancelledError:
         cancelled.set()  # the worker thread stops at its next checkpoint
-        ls.log_message("ctx-lsp: request cancelled; retrieval stopped at the next stage")
         raise
 
 
-async def _get_context(ls: CtxLanguageServer, obj: dict[str, Any]) -> dict[str, Any]:
+async def _get_context(ls: CtxLanguageServer, obj: dict[str, Any], method: str) -> dict[str, Any]:
     query = P.string(obj, "query")
     budget = P.positive_int(obj, "budget", ls.options.budget)
     uri = P.string(obj, "uri", required=False)
@@ -116,27 +115,29 @@ async def _get_context(ls: CtxLanguageServer, obj: dict[str, Any]) -> dict[str, 
         root, rel = ls.roots[0], None  # multi-root without a uri: the first folder
     else:
         return empty_pack(query or "", budget, "no workspace folder is open")
-    return await _cancellable(ls, root, lambda ctx: get_context(ctx, query or "", budget, rel, position))
+    return await _cancellable(ls, root, lambda ctx: get_context(ctx, query or "", budget, rel, position),
+                              method)
 
 
-async def _context_at_cursor(ls: CtxLanguageServer, obj: dict[str, Any]) -> dict[str, Any]:
+async def _context_at_cursor(ls: CtxLanguageServer, obj: dict[str, Any], method: str) -> dict[str, Any]:
     uri = P.string(obj, "uri")
     position = P.position(obj)
     budget = P.positive_int(obj, "budget", ls.options.budget)
     root, rel = ls.locate(uri or "")
-    return await _cancellable(ls, root, lambda ctx: context_at_cursor(ctx, rel, position, budget))
+    return await _cancellable(ls, root, lambda ctx: context_at_cursor(ctx, rel, position, budget),
+                              method)
 
 
 def register(server: CtxLanguageServer) -> None:
     @server.command("ctx.getContext")
     @guarded("ctx.getContext")
     async def cmd_get_context(ls: CtxLanguageServer, *args: Any) -> dict[str, Any]:
-        return await _get_context(ls, P.params_object("ctx.getContext", args))
+        return await _get_context(ls, P.params_object("ctx.getContext", args), "ctx.getContext")
 
     @server.command("ctx.contextAtCursor")
     @guarded("ctx.contextAtCursor")
     async def cmd_context_at_cursor(ls: CtxLanguageServer, *args: Any) -> dict[str, Any]:
-        return await _context_at_cursor(ls, P.params_object("ctx.contextAtCursor", args))
+        return await _context_at_cursor(ls, P.params_object("ctx.contextAtCursor", args), "ctx.contextAtCursor")
 
     @server.command("ctx.architecturalContext")
     @guarded("ctx.architecturalContext")
@@ -176,9 +177,9 @@ def register(server: CtxLanguageServer) -> None:
     @server.feature("ctx/getContext")
     @guarded("ctx/getContext")
     async def req_get_context(ls: CtxLanguageServer, params: Any) -> dict[str, Any]:
-        return await _get_context(ls, P.params_object("ctx/getContext", params))
+        return await _get_context(ls, P.params_object("ctx/getContext", params), "ctx/getContext")
 
     @server.feature("ctx/contextAtCursor")
     @guarded("ctx/contextAtCursor")
     async def req_context_at_cursor(ls: CtxLanguageServer, params: Any) -> dict[str, Any]:
-        return await _context_at_cursor(ls, P.params_object("ctx/contextAtCursor", params))
+        return await _context_at_cursor(ls, P.params_object("ctx/contextAtCursor", params), "ctx/contextAtCursor")

@@ -445,11 +445,18 @@ def guarded(method: str) -> Callable[[Callable[..., Awaitable[T]]], Callable[...
     return deco
 
 
-def make_checkpoint(ls: CtxLanguageServer, cancelled: threading.Event) -> Callable[[], None]:
+def make_checkpoint(ls: CtxLanguageServer, cancelled: threading.Event, method: str) -> Callable[[], None]:
+    """The retrieval checkpoint of one request: raises once the request was cancelled."""
+    loop = asyncio.get_running_loop()
+    stages = [0]
+
     def checkpoint() -> None:
         if ls.checkpoint_delay:
             time.sleep(ls.checkpoint_delay)
         if cancelled.is_set():
+            message = f"ctx-lsp: {method} cancelled; retrieval stopped after {stages[0]} stage(s)"
+            loop.call_soon_threadsafe(ls.log_message, message)
             raise RequestCancelled()
+        stages[0] += 1
 
     return checkpoint
