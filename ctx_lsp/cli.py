@@ -196,6 +196,9 @@ def cmd_neighbors(args: argparse.Namespace) -> int:
             current = group
             print(f"{i['edge']} {'->' if i['direction'] == 'out' else '<-'}")
         name = f"{i['path']}::{i['symbol']}" if i["symbol"] else i["path"]
+        if "commit" in i:  # commit nodes have no path: show what a reader needs instead
+            c = i["commit"]
+            name = f"{c['hash'][:12]} {c['date'][:10]} {c['author']}: {c['subject']}"
         print(f"  {name}  (site {i['site']['path']}:{i['site']['line']}, {i['resolver']})")
     return 0
 

@@ -367,10 +367,11 @@ class TestCoverage:
                     best[e.src] = hit
         return sorted(best.values(), key=lambda h: (_rank(h), h.test))
 
-    def tests_to_run(self, node_id: str, depth: int = 2) -> list[TestHit]:
+    def tests_to_run(self, node_id: str, depth: int = 1) -> list[TestHit]:
         """"Which tests should I run after changing X": tests covering X, then tests covering its
-        callers (CALLS/INSTANTIATES in-edges, up to `depth` calls away); each test once, nearest
-        first."""
+        callers (CALLS/INSTANTIATES in-edges, up to `depth` calls away; a test calling X directly
+        counts too); each test once, nearest first. Dynamic coverage of X already includes tests
+        that reach X through callers, so depth 1 is the default."""
         g = self.index.graph
         out: dict[str, TestHit] = {h.test: h for h in self.tests_for(node_id)}
         frontier = set(self._members(node_id))
