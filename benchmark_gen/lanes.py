@@ -10,7 +10,8 @@ CTX lane (relation = trigger type):
   to depth 2 (workspace files only, the module itself excluded).
 
 Change-impact lane (relation = add_parameter | rename | move): an edit instruction on a symbol; gold =
-the spans that must be read or changed. Every gold file is put in one group (field `groups`):
+the spans that must be read or changed (half of each instruction's quota is drawn from questions
+whose gold has a structural or hidden file, so those groups are large enough to measure). Every gold file is put in one group (field `groups`):
 `semantic` when its identifiers share a sub-word with the target's name, else `structural` when it is
 2-4 import hops (undirected) from the target's file, else `hidden`.
 
@@ -131,7 +132,7 @@ def ctx_lane(ctx: Context, per: int, record: Record) -> list[dict[str, Any]]:
             nxt -= closure | {p}
             closure |= nxt
             frontier = nxt
-        if 2 <= len(closure) <= 10:
+        if 2 <= len(closure) <= MAX_GOLD:
             files.append((p, closure))
     files.sort(key=lambda it: (stable_hash(ctx.seed, "implicit", ctx.digest(it[0]), it[0]), it[0]))
     for p, closure in files[:per]:
@@ -194,20 +195,33 @@ def impact_lane(ctx: Context, per: int, record: Record) -> list[dict[str, Any]]:
             files = sorted({s["path"] for s in gold})
             if 2 <= len(files) <= MAX_GOLD:
                 cands.append((n, gold, files))
-        for n, gold, files in ctx.sample(cands, lambda it: it[0], per):
-            name_words = {w for w in subwords(n.name) if len(w) >= 3} | {n.name.lower().strip("_")}
-            dist = import_distances(adj, n.path)
-            groups = {}
-            for f in files:
-                if name_words & file_words(f):
-                    groups[f] = "semantic"
-                elif 2 <= dist.get(f, 99) <= 4:
-                    groups[f] = "structural"
-                else:
-                    groups[f] = "hidden"
+        grouped = [(n, gold, files, _groups(n, files, adj, file_words)) for n, gold, files in cands]
+        # stratified: half the quota from questions with a structural or hidden file (rare, and the
+        # groups a lexical retriever cannot find), the rest from all the others
+        rare = [c for c in grouped if set(c[3].values()) - {"semantic"}]
+        picked = ctx.sample(rare, lambda it: it[0], per // 2)
+        chosen = {c[0].id for c in picked}
+        picked += ctx.sample([c for c in grouped if c[0].id not in chosen], lambda it: it[0], per - len(picked))
+        for n, gold, files, groups in picked:
             out.append(record("impact", kind, "instruction", tmpl.format(q=n.qualname, p=n.path), n.id, gold, files,
                               groups=groups))
     return out
+
+
+def _groups(n: Node, files: list[str], adj: dict[str, set[str]],
+            file_words: Callable[[str], set[str]]) -> dict[str, str]:
+    """semantic: shares a sub-word of the target's name; structural: 2-4 import hops; else hidden."""
+    name_words = {w for w in subwords(n.name) if len(w) >= 3} | {n.name.lower().strip("_")}
+    dist = import_distances(adj, n.path)
+    groups = {}
+    for f in files:
+        if name_words & file_words(f):
+            groups[f] = "semantic"
+        elif 2 <= dist.get(f, 99) <= 4:
+            groups[f] = "structural"
+        else:
+            groups[f] = "hidden"
+    return groups
 
 
 # -- RepoBench-R lane -------------------------------------------------------------------------------

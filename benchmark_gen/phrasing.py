@@ -125,7 +125,9 @@ def doc_sentences(doc: str) -> list[str]:
     for para in prose:
         for s in _SENTENCE.split(para):
             s = s.strip()
-            if 4 <= len(words(s)) <= 40 and "`" not in s and ">>>" not in s:
+            # a whole sentence only: it starts with a capital and its brackets balance
+            whole = s[:1].isupper() and s.count("(") == s.count(")") and s.count("[") == s.count("]")
+            if whole and 4 <= len(words(s)) <= 40 and "`" not in s and ">>>" not in s:
                 out.append(s)
     return out
 
