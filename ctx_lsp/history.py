@@ -32,6 +32,7 @@ the rest of the index is untouched.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import re
@@ -691,15 +692,31 @@ class History:
             if file_too and node != path:
                 hit(sha, path, line, blame, False)
 
+        # contiguous runs of one owner, so a blamed or touched range costs one hit per owner it spans
+        segs: list[tuple[int, int, str]] = []
+        for ln in range(1, last + 1):
+            if segs and segs[-1][2] == owner[ln]:
+                segs[-1] = (segs[-1][0], ln, owner[ln])
+            else:
+                segs.append((ln, ln, owner[ln]))
+        starts = [sg[0] for sg in segs]
+
+        def hit_range(sha: str, a: int, b: int, blame: bool) -> None:
+            a, b = max(a, 1), min(b, last)
+            i = max(bisect.bisect_right(starts, a) - 1, 0)
+            while i < len(segs) and segs[i][0] <= b:
+                lo, hi = max(a, segs[i][0]), min(b, segs[i][1])
+                if lo <= hi:
+                    hit(sha, segs[i][2], lo, (hi - lo + 1) if blame else 0)
+                i += 1
+
         fst = self.state["files"][path]
         for s, e, sha in fst["blame"]:
-            for ln in range(s, min(e, last) + 1):
-                hit(sha, owner[ln], ln, 1)
+            hit_range(sha, s, e, True)
         for sha, (_n, _first, touches) in self.file_touches(path).items():
             for kind, a, b in touches:
                 if kind == "add":
-                    for ln in range(max(a, 1), min(b, last) + 1):
-                        hit(sha, owner[ln], ln, 0)
+                    hit_range(sha, a, b, False)
                 elif 1 <= a <= last and 1 <= b <= last and owner[a] == owner[b]:
                     hit(sha, owner[a], a, 0)  # a deletion inside one symbol touched that symbol
                 elif 1 <= a <= last:
@@ -728,7 +745,12 @@ class History:
         nodes = [c.to_node() for c in sorted(self.commits.values(), key=lambda c: (c.ctime, c.sha))
                  if c.node_id in used]
         g.set_file(GIT_KEY, nodes)
-        g.relink()
+        # link the edges that waited for their commit node (only ours: a full relink walks every edge)
+        for key, edges in g.extra_edges.items():
+            if key.startswith(EDGE_PREFIX):
+                for e in edges:
+                    if e.src in g.g and e.dst in g.g and not g.g.has_edge(e.src, e.dst, key=e.kind):
+                        g.g.add_edge(e.src, e.dst, key=e.kind, e=e)
 
     def _prune_commits(self) -> None:
         used: set[str] = set()
