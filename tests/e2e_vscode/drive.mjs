@@ -201,9 +201,9 @@ try {
     }
     return false;
   };
-  const lens = page.locator('.monaco-editor .codelens-decoration a', { hasNotText: /^\s*$/ }).first();
+  const lens = page.locator('.editor-group-container.active .monaco-editor .codelens-decoration a', { hasNotText: /^\s*$/ }).first();
   if (await lens.waitFor({ timeout: 10000 }).then(() => true, () => false)) {
-    const lensTexts = await page.locator('.monaco-editor .codelens-decoration').allInnerTexts();
+    const lensTexts = await page.locator('.editor-group-container.active .monaco-editor .codelens-decoration').allInnerTexts();
     log(`code lenses: ${JSON.stringify(lensTexts)}`);
     const before = await seqNow();
     await lens.click();
@@ -221,7 +221,10 @@ try {
   await input.waitFor({ state: 'visible', timeout: 5000 });
   await input.fill(':21:10');
   await page.keyboard.press('Enter');
-  await page.waitForTimeout(300);
+  await page.locator('.monaco-workbench .part.statusbar .statusbar-item', { hasText: 'Ln 21, Col 10' }).first().waitFor({ timeout: 10000 });
+  const activeTab = (await page.locator('.editor-group-container.active .tab.active').first().innerText()).replace(/\s+/g, '');
+  log(`cursor at models.py:21:10 (active tab "${activeTab}")`);
+  if (!activeTab.includes('models.py')) throw new Error(`expected models.py to be the active editor, got "${activeTab}"`);
   const seqBefore = await seqNow();
   await runCommand('CTX: Context at Cursor');
   if (!(await waitSeq(seqBefore, 60000))) throw new Error(`no new context view after Context at Cursor; notifications: ${JSON.stringify(await notificationTexts())}`);
@@ -231,6 +234,8 @@ try {
   const atTitle = await at.frame.locator('h1').innerText();
   log(`context at cursor: "${atTitle}"; items: ${atLinks.join(', ')}`);
   if (!atLinks.length) throw new Error('Context at Cursor returned no items');
+  const atSymbols = await at.frame.locator('.sym').allInnerTexts();
+  if (!atSymbols.some((t) => t.includes('Repository.save'))) throw new Error(`Context at Cursor on save() lacks Repository.save: ${JSON.stringify(atSymbols)}`);
   await shot('vscode-context-at-cursor.png');
 
   // 7. A settings change restarts the server; an interpreter without ctx_lsp gives a notification

@@ -6,6 +6,7 @@ export interface InitializationOptions {
   exclude: string[];
   cacheDir: string;
   jediRefinement: boolean;
+  codeLens: boolean;
 }
 
 export const DEFAULTS: InitializationOptions = {
@@ -14,6 +15,7 @@ export const DEFAULTS: InitializationOptions = {
   exclude: [],
   cacheDir: '',
   jediRefinement: true,
+  codeLens: true,
 };
 
 /** Reads `ctxLsp.<key>` through `get` (e.g. WorkspaceConfiguration.get) and validates types. */
@@ -23,6 +25,7 @@ export function initializationOptions(get: (key: string) => unknown, expand: (s:
   const exclude = get('exclude');
   const cacheDir = get('cacheDir');
   const jedi = get('jediRefinement');
+  const codeLens = get('codeLens');
   const strings = (v: unknown, d: string[]) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : d);
   return {
     budget: typeof budget === 'number' && Number.isFinite(budget) && budget > 0 ? Math.floor(budget) : DEFAULTS.budget,
@@ -30,6 +33,7 @@ export function initializationOptions(get: (key: string) => unknown, expand: (s:
     exclude: strings(exclude, DEFAULTS.exclude),
     cacheDir: typeof cacheDir === 'string' && cacheDir.trim() ? expand(cacheDir.trim()) : DEFAULTS.cacheDir,
     jediRefinement: typeof jedi === 'boolean' ? jedi : DEFAULTS.jediRefinement,
+    codeLens: typeof codeLens === 'boolean' ? codeLens : DEFAULTS.codeLens,
   };
 }
 
@@ -44,7 +48,7 @@ export function expandPath(value: string, vars: { home: string; workspaceFolder?
 }
 
 /** Settings whose change needs a server restart (everything under ctxLsp except tracing). */
-export const RESTART_KEYS = ['interpreter', 'budget', 'include', 'exclude', 'cacheDir', 'jediRefinement'];
+export const RESTART_KEYS = ['interpreter', 'budget', 'include', 'exclude', 'cacheDir', 'jediRefinement', 'codeLens'];
 
 /** Quotes an argument for the shell of a terminal (POSIX sh or PowerShell). */
 export function shellQuote(arg: string, windows = false): string {

@@ -2,7 +2,7 @@
 import * as vscode from 'vscode';
 import * as crypto from 'node:crypto';
 import { ContextPack, packToHtml, packToMarkdown } from './contextPack';
-import { openPath } from './locations';
+import { editorColumn, openPath } from './locations';
 
 export class ContextPanel implements vscode.Disposable {
   static readonly viewType = 'ctxLsp.context';
@@ -45,9 +45,8 @@ export class ContextPanel implements vscode.Disposable {
   }
 
   /** The editor column for files opened from the view: not the view's own column. */
-  private editorColumn(): vscode.ViewColumn {
-    const col = this.panel?.viewColumn;
-    return col === vscode.ViewColumn.One ? vscode.ViewColumn.Two : vscode.ViewColumn.One;
+  editorColumn(): vscode.ViewColumn {
+    return editorColumn(this.panel?.visible ? this.panel.viewColumn : undefined);
   }
 
   async openAll(): Promise<void> {

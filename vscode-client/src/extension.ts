@@ -460,7 +460,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('ctxLsp.contextAtCursor', contextAtCursor),
     vscode.commands.registerCommand('ctxLsp.showNeighbours', (arg?: vscode.Uri | string) => showNeighbours(arg)),
     vscode.commands.registerCommand('ctxLsp.refreshNeighbours', () => showNeighbours(neighbours.fileUri)),
-    vscode.commands.registerCommand('ctxLsp.openLocation', (t: Target) => openPath(t.path, t.uri, t.line)),
+    vscode.commands.registerCommand('ctxLsp.openLocation', (t: Target) => openPath(t.path, t.uri, t.line, undefined, { viewColumn: panel.editorColumn() })),
     vscode.commands.registerCommand('ctxLsp.restart', () => mgr.restart('CTX: Restart Server')),
     vscode.commands.registerCommand('ctxLsp.showOutput', () => out.show(true)),
     vscode.commands.registerCommand('ctxLsp.reindex', async () => {

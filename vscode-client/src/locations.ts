@@ -29,6 +29,17 @@ export async function resolvePath(path: string, uri?: string | null): Promise<vs
   return folders.length ? vscode.Uri.joinPath(folders[0].uri, ...path.split('/')) : undefined;
 }
 
+/** The editor column to open code in: the active (or a visible) text editor's column, never the
+ * column where `avoid` (the context view) is showing, when another one exists. */
+export function editorColumn(avoid?: vscode.ViewColumn): vscode.ViewColumn {
+  const active = vscode.window.activeTextEditor?.viewColumn;
+  if (active !== undefined && active !== avoid) return active;
+  const other = vscode.window.visibleTextEditors.map((e) => e.viewColumn).find((c) => c !== undefined && c !== avoid);
+  if (other !== undefined) return other;
+  if (avoid === undefined) return active ?? vscode.ViewColumn.One;
+  return avoid === vscode.ViewColumn.One ? vscode.ViewColumn.Two : vscode.ViewColumn.One;
+}
+
 /** Opens `uri` with lines start..end (1-based, inclusive) selected. */
 export async function openSpan(uri: vscode.Uri, start: number, end?: number, opts: { preview?: boolean; preserveFocus?: boolean; viewColumn?: vscode.ViewColumn } = {}): Promise<vscode.TextEditor> {
   const doc = await vscode.workspace.openTextDocument(uri);
@@ -38,10 +49,11 @@ export async function openSpan(uri: vscode.Uri, start: number, end?: number, opt
   const editor = await vscode.window.showTextDocument(doc, {
     preview: opts.preview ?? true,
     preserveFocus: opts.preserveFocus ?? false,
-    viewColumn: opts.viewColumn ?? vscode.ViewColumn.One,
+    viewColumn: opts.viewColumn ?? editorColumn(),
     selection: new vscode.Selection(range.start, range.start),
   });
-  editor.selection = new vscode.Selection(range.start, range.end);
+  // Anchor at the end, cursor at the start: the view stays scrolled to the left.
+  editor.selection = new vscode.Selection(range.end, range.start);
   editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
   return editor;
 }

@@ -4,11 +4,15 @@ import { DEFAULTS, expandPath, initializationOptions, shellQuote } from '../src/
 
 test('initializationOptions: defaults and values', () => {
   assert.deepEqual(initializationOptions(() => undefined), DEFAULTS);
-  const s: Record<string, unknown> = { budget: 1500, include: ['src/**'], exclude: ['**/gen/**', 3], cacheDir: '~/c', jediRefinement: false };
+  const s: Record<string, unknown> = { budget: 1500, include: ['src/**'], exclude: ['**/gen/**', 3], cacheDir: '~/c', jediRefinement: false, codeLens: false };
   assert.deepEqual(initializationOptions((k) => s[k], (p) => p.replace('~', '/home/u')), {
-    budget: 1500, include: ['src/**'], exclude: ['**/gen/**'], cacheDir: '/home/u/c', jediRefinement: false,
+    budget: 1500, include: ['src/**'], exclude: ['**/gen/**'], cacheDir: '/home/u/c', jediRefinement: false, codeLens: false,
   });
   assert.equal(initializationOptions((k) => (k === 'budget' ? -3 : undefined)).budget, 4000);
+});
+
+test('initializationOptions has exactly the keys the server reads', () => {
+  assert.deepEqual(Object.keys(initializationOptions(() => undefined)).sort(), ['budget', 'cacheDir', 'codeLens', 'exclude', 'include', 'jediRefinement']);
 });
 
 test('expandPath', () => {
