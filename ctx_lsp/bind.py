@@ -123,18 +123,47 @@ def _import_wins(info: ModuleInfo, name: str) -> bool:
     return d.kind == "variable" and d.value is None and name in info.bound.get("", {})
 
 
+def _eval_scopes(facts: FileFacts) -> set[str]:
+    """Scopes in which other files' bindings evaluate this file's chains, with their ancestors.
+
+    Another file evaluates a function's return type in the function's scope, a class's bases in its
+    enclosing scope, an instance attribute's type in the method that assigned it and a variable's value
+    in its enclosing scope; lookups there walk up to the module. The locals and imports of exactly these
+    scopes are part of the interface.
+    """
+    seeds: set[str] = set()
+    for d in facts.defs:
+        parent = d.qual.rpartition(".")[0]
+        if d.returns is not None:
+            seeds.add(d.qual)
+        if d.kind == "class":
+            seeds.add(parent)
+            seeds.update(scope for scope, _ in d.attrs.values())
+        elif d.kind == "variable":
+            seeds.add(parent)
+    out: set[str] = set()
+    for s in seeds:
+        while s and s not in out:
+            out.add(s)
+            s = s.rpartition(".")[0]
+    return out
+
+
 def interface_digest(facts: FileFacts) -> tuple:
-    """What other files' bindings can depend on: names, kinds, bases, imports, types, __all__.
+    """What other files' bindings can depend on: names, kinds, bases, types, __all__, and the imports and
+    locals of the scopes other files evaluate chains in (see `_eval_scopes`).
 
     Body-only edits (lines moved, calls changed) leave it unchanged, so dependents are not re-bound.
     """
+    scopes = _eval_scopes(facts)
     defs = tuple(
         (d.qual, d.kind, tuple(d.bases), d.returns, d.value,
-         tuple(sorted((k, v) for k, v in d.attrs.items())),
-         tuple(sorted((k, v) for k, v in d.locals.items() if v is not None)) if d.kind != "class" else ())
+         tuple(sorted(d.attrs.items())),
+         tuple(sorted(d.locals.items(), key=lambda kv: kv[0])) if d.qual in scopes else ())
         for d in facts.defs
     )
-    imports = tuple((i.scope, i.module, i.name, i.asname, i.level) for i in facts.imports if i.scope == "")
+    imports = tuple((i.scope, i.module, i.name, i.asname, i.level) for i in facts.imports
+                    if i.scope == "" or i.scope in scopes)
     return (defs, imports, tuple(facts.all_names) if facts.all_names is not None else None)
 
 

@@ -246,7 +246,10 @@ class WorkspaceIndex:
             names.update(old_ws.prefixes ^ ws.prefixes)
             for p in ws.canonical:
                 if old_ws.canonical.get(p) != ws.canonical.get(p):
+                    # its relative imports now resolve differently: for dependents this is an interface change
                     names.add("\0canonical:" + p)
+                    names.update(n for n, path in old_ws.modules.items() if path == p)
+                    names.update(n for n, path in ws.modules.items() if path == p)
         rebind = {p for p, f in changed.items() if f is not None}
         if names:
             for p, b in self.bindings.items():
