@@ -106,7 +106,7 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
     """Extract the facts of one file. Never raises."""
     if digest is None:
         digest = content_digest(text.encode("utf-8", "surrogatepass"))
-    lines = text.splitlines()
+    lines = split_lines(text)
     facts = FileFacts(path=path, digest=digest, lines=len(lines), is_test_file=is_test_path(path))
     tree, errors = _parse_tolerant(text, lines)
     facts.errors.extend(errors)
@@ -119,6 +119,17 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
             facts.errors.append("expression nesting too deep; facts are partial")
     facts.words = " ".join([_path_words(path), facts.words])[: MAX_WORDS * 8]
     return facts
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as Python's tokenizer counts them (\\n, \\r\\n, \\r), unlike str.splitlines, which also
+    breaks at form feeds, \\v, \\x1c-\\x1e, \\x85 and U+2028/9 and so would shift every later line."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 def _path_words(path: str) -> str:
