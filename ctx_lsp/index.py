@@ -84,6 +84,30 @@ def _bind_chunk(paths: list[str]) -> list[FileBinding]:
     return [binder.bind_file(p) for p in paths]
 
 
+def _decode_cache(cached: dict[str, Any]) -> tuple[dict[str, FileFacts], dict[str, FileBinding],
+                                                 dict[str, FileState], dict[str, Any]] | None:
+    """The cached facts, bindings and file states, or None when any entry is malformed.
+
+    The store checks the header (schema, version, root); this checks the payload, so a cache that is
+    well-formed msgpack but damaged inside is rebuilt instead of crashing the start.
+    """
+    try:
+        facts: dict[str, FileFacts] = {}
+        binds: dict[str, FileBinding] = {}
+        states: dict[str, FileState] = {}
+        for rel, (size, mtime, digest, fw, bw) in cached["files"].items():
+            facts[rel] = facts_from_wire(fw)
+            if bw is not None:
+                binds[rel] = binding_from_wire(bw)
+            states[rel] = FileState(int(size), int(mtime), str(digest))
+        extra = cached.get("extra") or {}
+        if not isinstance(extra, dict):
+            return None
+        return facts, binds, states, extra
+    except Exception:  # any shape error in the payload means: rebuild
+        return None
+
+
 def nodes_of(facts: FileFacts) -> list[Node]:
     """The graph nodes one file defines: the file itself, then its symbols in source order."""
     nodes = [Node(facts.path, NodeKind.FILE.value, facts.path, None, 1, max(facts.lines, 1), "", facts.doc)]
@@ -128,23 +152,20 @@ class WorkspaceIndex:
                 self.skipped[rel] = reason
             report.files = len(found.files)
             todo = list(found.files)
-            if cached is not None:
-                # Warm: install the cached (mutually consistent) facts and bindings, then apply what
-                # changed on disk since as ordinary updates.
-                report.warm = True
-                if progress:
-                    progress("loading cache", 0, len(found.files))
-                facts: dict[str, FileFacts] = {}
-                binds: dict[str, FileBinding] = {}
-                stats: dict[str, tuple[int, int]] = {}
-                for rel, (size, mtime, digest, fw, bw) in cached["files"].items():
-                    facts[rel] = facts_from_wire(fw)
-                    if bw is not None:
-                        binds[rel] = binding_from_wire(bw)
-                    self.state[rel] = FileState(size, mtime, digest)
-                    stats[rel] = (size, mtime)
-                self.extra_state = cached.get("extra", {}) or {}
+            # Warm: install the cached (mutually consistent) facts and bindings, then apply what
+            # changed on disk since as ordinary updates.
+            if cached is not None and progress:
+                progress("loading cache", 0, len(found.files))
+            decoded = _decode_cache(cached) if cached is not None else None
+            if cached is not None and decoded is None:
+                log.warning("cache corrupt, rebuilding: %s", self.store.path)
+            if decoded is not None:
+                facts, binds, states, extra = decoded
+                stats = {rel: (st.size, st.mtime_ns) for rel, st in states.items()}
+                self.state.update(states)
+                self.extra_state = extra
                 self._install(facts, binds)
+                report.warm = True
                 todo = []
                 for rel, abspath in found.files.items():
                     try:

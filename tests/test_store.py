@@ -1,0 +1,166 @@
+"""Persistence: the versioned msgpack cache, rejected caches, warm starts and the cache location."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import msgpack
+import pytest
+from conftest import write_tree
+
+from ctx_lsp import store as store_mod
+from ctx_lsp.index import WorkspaceIndex
+from ctx_lsp.store import CACHE_ENV, default_cache_dir
+
+FILES = {
+    "pkg/__init__.py": "from .a import A\n",
+    "pkg/a.py": "class A:\n    def run(self):\n        return helper()\n\n\ndef helper():\n    return 1\n",
+    "pkg/b.py": "from .a import A\n\n\nclass B(A):\n    def run(self):\n        return super().run()\n",
+    "main.py": "from pkg.b import B\n\n\ndef main():\n    B().run()\n",
+}
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> tuple[Path, Path]:
+    root = tmp_path / "ws"
+    write_tree(root, FILES)
+    return root, tmp_path / "cache"
+
+
+def built(root: Path, cache: Path) -> WorkspaceIndex:
+    idx = WorkspaceIndex(root, cache_dir=cache, workers=1)
+    idx.load_or_build()
+    return idx
+
+
+def cache_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_warm_start_reads_nothing_then_only_the_touched_file(ws: tuple[Path, Path]) -> None:
+    root, cache = ws
+    cold = built(root, cache)
+    assert (cache / "index.msgpack").is_file()
+    warm = WorkspaceIndex(root, cache_dir=cache, workers=1)
+    report = warm.load_or_build()
+    assert report.warm and report.extracted == 0 and report.rebound == 0
+    assert warm.graph.snapshot() == cold.graph.snapshot()
+
+    p = root / "pkg/a.py"
+    st = p.stat()
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # touched, content unchanged
+    report = WorkspaceIndex(root, cache_dir=cache, workers=1).load_or_build()
+    assert report.warm and report.extracted == 1 and report.rebound == 0
+
+    p.write_text(FILES["pkg/a.py"].replace("return 1", "return 2"))  # body-only edit
+    again = WorkspaceIndex(root, cache_dir=cache, workers=1)
+    report = again.load_or_build()
+    assert report.warm and report.extracted == 1 and report.rebound == 1
+    assert again.graph.snapshot() == built(root, cache.parent / "fresh").graph.snapshot()
+
+
+def test_warm_start_sees_added_and_removed_files(ws: tuple[Path, Path]) -> None:
+    root, cache = ws
+    built(root, cache)
+    (root / "pkg/b.py").unlink()
+    write_tree(root, {"pkg/c.py": "from .a import helper\n\n\ndef c():\n    return helper()\n"})
+    warm = WorkspaceIndex(root, cache_dir=cache, workers=1)
+    report = warm.load_or_build()
+    assert report.warm and report.extracted == 1
+    assert "pkg/b.py" not in warm.facts and "pkg/c.py::c" in warm.graph
+    assert warm.graph.snapshot() == built(root, cache.parent / "fresh").graph.snapshot()
+
+
+def _rejected(root: Path, cache: Path, caplog: pytest.LogCaptureFixture) -> WorkspaceIndex:
+    """Open with a damaged cache: exactly one warning, a cold rebuild equal to a fresh one, a good cache after."""
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        idx = WorkspaceIndex(root, cache_dir=cache, workers=1)
+        report = idx.load_or_build()
+    warnings = cache_warnings(caplog)
+    assert len(warnings) == 1, warnings
+    assert "rebuilding" in warnings[0]
+    assert not report.warm and report.extracted == len(FILES)
+    assert idx.graph.snapshot() == built(root, cache.parent / "fresh").graph.snapshot()
+    assert WorkspaceIndex(root, cache_dir=cache, workers=1).load_or_build().warm, "the rebuilt cache is valid"
+    return idx
+
+
+def test_cache_from_another_version_is_discarded(ws: tuple[Path, Path], caplog: pytest.LogCaptureFixture,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    root, cache = ws
+    built(root, cache)
+    monkeypatch.setattr(store_mod, "SCHEMA", store_mod.SCHEMA + 1)
+    _rejected(root, cache, caplog)
+    monkeypatch.setattr(store_mod, "__version__", "0.0.0-other")
+    _rejected(root, cache, caplog)
+
+
+def test_truncated_cache_is_discarded(ws: tuple[Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    root, cache = ws
+    built(root, cache)
+    f = cache / "index.msgpack"
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    _rejected(root, cache, caplog)
+    f.write_bytes(b"")
+    _rejected(root, cache, caplog)
+
+
+def test_corrupt_cache_is_discarded(ws: tuple[Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    root, cache = ws
+    built(root, cache)
+    f = cache / "index.msgpack"
+    f.write_bytes(b"\xc1\xff garbage \x00" * 50)
+    _rejected(root, cache, caplog)
+
+
+def test_well_formed_msgpack_with_a_broken_entry_is_discarded(ws: tuple[Path, Path],
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    root, cache = ws
+    built(root, cache)
+    f = cache / "index.msgpack"
+    data = msgpack.unpackb(f.read_bytes(), raw=False, strict_map_key=False)
+    entry = data["files"]["pkg/a.py"]
+    entry[3] = entry[3][:2]  # facts cut short: header and version are fine, the payload is not
+    f.write_bytes(msgpack.packb(data, use_bin_type=True))
+    _rejected(root, cache, caplog)
+    data["files"] = ["not", "a", "map"]
+    f.write_bytes(msgpack.packb(data, use_bin_type=True))
+    _rejected(root, cache, caplog)
+
+
+def test_cache_of_another_workspace_is_discarded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_tree(a, FILES)
+    write_tree(b, FILES)
+    built(a, tmp_path / "cache")
+    _rejected(b, tmp_path / "cache", caplog)
+
+
+def test_default_cache_dir_is_keyed_by_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    a, b = tmp_path / "one" / "proj", tmp_path / "two" / "proj"
+    a.mkdir(parents=True)
+    b.mkdir(parents=True)
+    da, db = default_cache_dir(a), default_cache_dir(b)
+    assert da != db and da.name.startswith("proj-") and db.name.startswith("proj-")
+    assert default_cache_dir(tmp_path / "one" / ".." / "one" / "proj") == da  # the same place, however spelled
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "envcache"))
+    assert default_cache_dir(a).parent == tmp_path / "envcache"
+    assert default_cache_dir(a).name == da.name
+    idx = WorkspaceIndex(a)
+    assert idx.cache_dir == tmp_path / "envcache" / da.name
+    explicit = WorkspaceIndex(a, cache_dir=tmp_path / "explicit")
+    assert explicit.cache_dir == tmp_path / "explicit"
+
+
+def test_nothing_is_written_outside_the_cache_dir(ws: tuple[Path, Path]) -> None:
+    root, cache = ws
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    idx = built(root, cache)
+    idx.update_file("pkg/a.py", FILES["pkg/a.py"] + "\n\ndef more():\n    pass\n")
+    idx.save()
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
+    assert [p.name for p in cache.iterdir()] == ["index.msgpack"]
