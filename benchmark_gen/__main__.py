@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None)
     p.add_argument("--trace-cmd", default=None, help="test command to run under the call tracer (dynamic oracle)")
     p.add_argument("--no-pyright", action="store_true", help="skip the pyright (static) oracle")
+    p.add_argument("--no-jedi", action="store_true", help="measure the static binder only (skip jedi refinement)")
     return parser
 
 

@@ -446,7 +446,9 @@ class Judge:
                 rel = self.ws.rel_of(loc)
                 # the module token names a module; an alias counts only when it is one (line 0, col 0)
                 is_module_token = i == 0 and isinstance(stmt, ast.ImportFrom) and bool(stmt.module)
-                if rel is not None and (is_module_token or (loc.line == 0 and loc.col == 0)
+                # `from . import x`: wherever pyright finds x, the package holding it was imported
+                level_only = isinstance(stmt, ast.ImportFrom) and not stmt.module
+                if rel is not None and (is_module_token or level_only or (loc.line == 0 and loc.col == 0)
                                         or isinstance(stmt, ast.Import)):
                     files.add(rel)
         if not all_locs:
@@ -461,7 +463,7 @@ class Judge:
         style = "from-import" if isinstance(stmt, ast.ImportFrom) else "import"
         level = "relative" if isinstance(stmt, ast.ImportFrom) and stmt.level else "absolute"
         if not files:
-            return self.verdict(e, DISAGREE, f"IMPORTS {level} {style} -> pyright: the module is outside the workspace",
+            return self.verdict(e, DISAGREE, f"IMPORTS {level} {style} -> pyright: no workspace module at the statement",
                                 all_locs)
         return self.verdict(e, DISAGREE, f"IMPORTS {level} {style} -> pyright: another workspace module", all_locs)
 
@@ -786,7 +788,7 @@ def classify_miss(binder: Binder, ws: Workspace, caller: str, callee: str, via_b
         own = ws.def_of.get(caller)
         if own is not None and own.kind == "function" and "." in node.qualname:
             return "closure/decorator wrapper calls a function it was given"
-        return "indirect call (no call site names the callee: parameter, getattr, dispatch table)"
+        return "indirect call (no call site names the callee: parameter, local variable, getattr, table)"
     site = sites[0]
     head = site.chain[0].removesuffix("()")
     values = [site_value(binder, ws, s, node.path) for s in sites]
@@ -823,6 +825,24 @@ def classify_miss(binder: Binder, ws: Workspace, caller: str, callee: str, via_b
 
 
 # -- the dynamic oracle ----------------------------------------------------------------------------
+def decorator_wrappers(ws: Workspace, pairs: Iterable[tuple[str, str]]) -> dict[str, set[str]]:
+    """Wrapper closures of decorators and the decorated defs they ran: W -> {F} for executed pairs
+    W -> F where W is defined inside a function D and F is decorated with D (`@D` / `@x.D(...)`)."""
+    out: dict[str, set[str]] = {}
+    for caller, callee in pairs:
+        node = ws.node(caller)
+        if node is None or node.qualname is None or "." not in node.qualname:
+            continue
+        outer = ws.def_of.get(symbol_id(node.path, node.qualname.rpartition(".")[0]))
+        fdef = ws.def_of.get(callee)
+        if outer is None or fdef is None or outer.kind not in ("function", "method"):
+            continue
+        dname = outer.qual.rsplit(".", 1)[-1]
+        if any(c and c[-1].removesuffix("()") == dname for c in fdef.decorators):
+            out.setdefault(caller, set()).add(callee)
+    return out
+
+
 def dynamic_recall(ws: Workspace, calls: list[Any], binder: Binder) -> dict[str, Any]:
     mapper = CodeMapper(ws.facts)
     excluded: Counter[str] = Counter()
@@ -846,6 +866,11 @@ def dynamic_recall(ws: Workspace, calls: list[Any], binder: Binder) -> dict[str,
         via, gen = pairs.get((caller, callee), (True, False))
         # a pair seen both through a builtin and directly counts as direct
         pairs[(caller, callee)] = (via and c.via_builtin, gen or c.callee.is_generator)
+    wrapped = decorator_wrappers(ws, pairs)
+    for (caller, callee) in list(pairs):
+        if callee in wrapped.get(caller, ()):
+            del pairs[(caller, callee)]
+            excluded["decorator's wrapper calling the def it wraps"] += 1
     counts: Counter[str] = Counter()
     patterns: Counter[str] = Counter()
     examples: dict[str, dict[str, Any]] = {}
@@ -857,6 +882,11 @@ def dynamic_recall(ws: Workspace, calls: list[Any], binder: Binder) -> dict[str,
         group = groups[1] if cnode is not None and ws.facts[cnode.path].is_test_file else groups[0]
         counts[f"{group} pairs"] += 1
         found = find_call(ws, caller, callee, indirect=via or gen)
+        if found is None and callee in wrapped:
+            # caller -> wrapper: the graph's edge goes to the decorated def the wrapper ran
+            targets = out_targets(ws, {caller})
+            edge = next((targets[f] for f in sorted(wrapped[callee]) if f in targets), None)
+            found = (FOUND_DECORATOR, edge) if edge is not None else None
         if found is not None:
             how, edge = found
             counts[f"{group} {how}"] += 1
@@ -962,7 +992,7 @@ def pyright_version() -> str:
 
 
 def verify(root: Path, sample: int = 50, seed: int = 0, trace_cmd: str | None = None,
-           static: bool = True, progress: Any = None, work: Path | None = None) -> dict[str, Any]:
+           static: bool = True, progress: Any = None, work: Path | None = None, jedi: bool = False) -> dict[str, Any]:
     """The whole measurement for one root; returns the JSON-able result."""
     root = root.resolve()
     with tempfile.TemporaryDirectory(prefix="ctx-verify-") as tmp_s:
@@ -970,6 +1000,13 @@ def verify(root: Path, sample: int = 50, seed: int = 0, trace_cmd: str | None = 
         ws_root = copy_workspace(root, tmp / "ws" / root.name)
         index = WorkspaceIndex(ws_root, cache_dir=tmp / "cache")
         index.load_or_build()
+        if jedi:
+            if progress:
+                progress("jedi refinement")
+            from ctx_lsp.refine import refine_index
+
+            stats = refine_index(index)
+            del stats  # the edges are in the graph now, under resolver "jedi"
         ws = Workspace(ws_root, index)
         edges = sorted((e for e in index.graph.edges() if e.kind in CHECKED_KINDS),
                        key=lambda e: (e.kind, e.resolver, e.src, e.dst, e.path, e.line, e.col))
@@ -977,7 +1014,7 @@ def verify(root: Path, sample: int = 50, seed: int = 0, trace_cmd: str | None = 
         result: dict[str, Any] = {
             "root": root.name, "seed": seed, "sample": sample, "files": len(index.facts),
             "edges": {f"{k}/{r}": n for (k, r), n in sorted(population.items())},
-            "pyright": pyright_version() if static else None,
+            "pyright": pyright_version() if static else None, "jedi": jedi,
         }
         if static:
             samples = sample_edges(edges, index.facts, sample, seed)
@@ -1009,7 +1046,8 @@ def _ci(ci: list[float]) -> str:
 def render_markdown(res: dict[str, Any]) -> str:
     out = [f"# Edge accuracy: {res['root']}", ""]
     out.append(f"{res['files']} files; sample {res['sample']} edges per (kind, resolver), seed {res['seed']}; "
-               f"static oracle pyright {res.get('pyright') or 'not run'}.")
+               f"static oracle pyright {res.get('pyright') or 'not run'}; jedi refinement "
+               f"{'on' if res.get('jedi') else 'off'}.")
     out.append("")
     prec = res.get("precision")
     if prec:
@@ -1065,9 +1103,10 @@ def render_markdown(res: dict[str, Any]) -> str:
                 f"Command: `{dyn['command']}` (exit code {dyn['returncode']}); {dyn['traced_pairs']} distinct "
                 "traced code pairs, mapped to distinct (caller, callee) node pairs below. *Strict*: the caller "
                 "has a CALLS edge to the callee, or INSTANTIATES of the constructor's class (or of a subclass "
-                "inheriting it), or a REFERENCES edge for a property getter. *Graph*: strict, or the decorator's "
-                "call filed under the decorated nested def, or CALLS to a method the callee OVERRIDES (virtual "
-                "dispatch), or REFERENCES to a callback that ran from a builtin.", "",
+                "inheriting it), or a REFERENCES edge for a property getter. *Graph*: strict, or (+decorator) the "
+                "decorator's call filed under the decorated nested def or a call into a decorator's wrapper "
+                "whose decorated def the caller CALLS, or (+dispatch) CALLS to a method the callee OVERRIDES, "
+                "or (+reference) REFERENCES to a callback that ran from a builtin.", "",
                 "| callers | executed pairs | direct | +decorator | +dispatch | +reference | recall (strict) | "
                 "95% CI | recall (graph) | 95% CI |", "|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]
         for group in ("source callers", "test callers", "all"):
@@ -1124,7 +1163,7 @@ def run_verify_edges(args: argparse.Namespace) -> int:
         print(f"verify-edges: {msg}", file=sys.stderr, flush=True)
 
     result = verify(root, sample=args.sample, seed=args.seed, trace_cmd=args.trace_cmd, static=static,
-                    progress=progress)
+                    progress=progress, jedi=not getattr(args, "no_jedi", False))
     text = render_markdown(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, sort_keys=True) + "\n", encoding="utf-8")

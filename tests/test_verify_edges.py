@@ -69,9 +69,20 @@ FILES = {
             return helper()
 
 
+        def logged(f):
+            def wrapper(*args):
+                return f(*args)
+            return wrapper
+
+
+        @logged
+        def wrapped():
+            return 3
+
+
         def main():
             obj = make()
-            total = obj.run() + decorated()
+            total = obj.run() + decorated() + wrapped()
             return sorted([3, 1], key=lambda x: helper()), total
         """,
     "run_main.py": """
@@ -191,6 +202,11 @@ def test_tracer_maps_calls_to_node_ids(ws_root: Path, tmp_path: Path) -> None:
     found = dyn["all"]["found"]
     assert found["direct"] >= 3  # main->make, main->decorated, decorated->helper, Impl.step->helper, ...
     assert found["dispatch"] == 1  # Base.run -> Impl.step through CALLS Base.step + OVERRIDES
+    # main -> logged.wrapper is found through main's CALLS edge to the decorated def; the wrapper's own
+    # call of the def it wraps is decorator plumbing, not counted
+    assert ("pkg/impl.py::main", "pkg/impl.py::logged.wrapper") in pairs
+    assert found["decorator"] == 1
+    assert dyn["excluded"]["decorator's wrapper calling the def it wraps"] == 1
     assert dyn["excluded"].get("lambda or comprehension body", 0) >= 1
     missed = {(m["caller"], m["callee"]) for m in dyn["misses"]}
     assert ("pkg/impl.py::main", "pkg/impl.py::make") not in missed
