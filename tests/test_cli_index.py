@@ -1,0 +1,148 @@
+"""CLI contract: `python -m ctx_lsp index|neighbors` output shapes (as documented in README) and errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, TESTS
+
+from ctx_lsp.model import EdgeKind
+
+ROOT = FIXTURES / "edges"
+README = TESTS.parent / "README.md"
+
+
+def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "ctx_lsp", *args], capture_output=True, text=True, timeout=120,
+                          env=full_env, cwd=cwd or TESTS.parent)
+
+
+def documented_keys(heading: str) -> list[str]:
+    """The top-level keys of the JSON object documented under a README heading (first `{...}` span)."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index(heading):]
+    span = re.search(r"`(\{.*?\})`", section, re.S)
+    assert span, f"no JSON shape documented under {heading}"
+    shape = span.group(1)
+    # keep only depth-1 keys
+    depth, keys, i = 0, [], 0
+    while i < len(shape):
+        c = shape[i]
+        if c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+        elif c == '"' and depth == 1:
+            end = shape.index('"', i + 1)
+            keys.append(shape[i + 1 : end])
+            i = end
+        i += 1
+    return keys
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cli") / "cache"
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return lines[0]
+
+
+def test_index_json_keys_are_the_documented_ones(cache: Path) -> None:
+    proc = run("index", "--json", "--cache-dir", str(cache), str(ROOT))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert list(out) == documented_keys("### `ctx-lsp index")
+    assert out["root"] == str(ROOT.resolve())
+    assert out["files"] == len(list(ROOT.rglob("*.py")))
+    assert set(out["edges"]) == {k.value for k in EdgeKind}
+    assert all(isinstance(v, int) for v in out["edges"].values())
+    assert out["edges"]["CALLS"] > 0 and out["edges"]["INHERITS"] > 0
+    assert set(out["resolution"]) == {"internal", "external", "unresolved"}
+    assert out["unresolved_sites"] == out["resolution"]["unresolved"]
+    assert out["errors"] == []
+    assert isinstance(out["seconds"], float)
+    assert (cache / "index.msgpack").is_file()
+    assert not list(ROOT.rglob("*.msgpack")), "nothing is written into the workspace"
+
+
+def test_index_reports_errors_as_path_and_message(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "bad.py").write_text("def f(:\n    pass\n")
+    (root / "ok.py").write_text("def g():\n    pass\n")
+    proc = run("index", "--json", "--cache-dir", str(tmp_path / "cache"), str(root))
+    assert proc.returncode == 0, proc.stderr
+    errors = json.loads(proc.stdout)["errors"]
+    assert [set(e) for e in errors] == [{"path", "message"}]
+    assert errors[0]["path"] == "bad.py" and "syntax error" in errors[0]["message"]
+
+
+def test_index_uses_the_env_cache_dir(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "m.py").write_text("def g():\n    pass\n")
+    proc = run("index", str(root), env={"CTX_LSP_CACHE_DIR": str(tmp_path / "envcache")})
+    assert proc.returncode == 0, proc.stderr
+    assert list((tmp_path / "envcache").glob("ws-*/index.msgpack"))
+
+
+def test_neighbors_json_shape(cache: Path) -> None:
+    proc = run("neighbors", "--json", "--root", str(ROOT), "--cache-dir", str(cache), "app/models.py::Repo.save")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert list(out) == documented_keys("### `ctx-lsp neighbors")
+    assert out["target"] == "app/models.py::Repo.save"
+    required = {"path", "symbol", "kind", "edge", "direction", "site", "resolver"}
+    for item in out["neighbors"]:
+        assert required <= set(item) <= required | {"names", "commit"}, item
+        assert item["direction"] in ("in", "out")
+        assert set(item["site"]) == {"path", "line"} and item["site"]["line"] >= 1
+    seen = {(i["edge"], i["direction"], i["path"], i["symbol"]) for i in out["neighbors"]}
+    assert ("OVERRIDES", "out", "app/models.py", "Base.save") in seen
+    assert ("CALLS", "in", "app/services.py", "Service.run_param") in seen
+    assert ("CONTAINS", "in", "app/models.py", "Repo") in seen
+    assert not any(i["path"] == "app/unrelated.py" for i in out["neighbors"])
+
+
+def test_neighbors_of_a_file_lists_imports_with_names(cache: Path) -> None:
+    proc = run("neighbors", "--json", "--root", str(ROOT), "--cache-dir", str(cache), "app/sub/deep.py")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    imports = [i for i in out["neighbors"] if i["edge"] == "IMPORTS" and i["direction"] == "out"]
+    assert {i["path"] for i in imports} == {"app/__init__.py", "app/models.py"}
+    assert all(i["names"] for i in imports)
+
+
+def test_unknown_target_fails_with_one_line(cache: Path) -> None:
+    proc = run("neighbors", "--root", str(ROOT), "--cache-dir", str(cache), "NoSuchSymbolAnywhere")
+    line = one_line_error(proc)
+    assert "NoSuchSymbolAnywhere" in line
+
+
+def test_missing_root_fails_with_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "does-not-exist"
+    line = one_line_error(run("index", "--cache-dir", str(tmp_path / "cache"), str(missing)))
+    assert "does-not-exist" in line
+    line = one_line_error(run("neighbors", "--root", str(missing), "--cache-dir", str(tmp_path / "c"), "x.py"))
+    assert "does-not-exist" in line
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "c").exists()
+
+
+def test_path_outside_root_fails_with_one_line(cache: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text("def f():\n    pass\n")
+    line = one_line_error(run("neighbors", "--root", str(ROOT), "--cache-dir", str(cache), str(outside)))
+    assert "outside" in line
