@@ -208,7 +208,7 @@ button:hover { background: var(--vscode-button-hoverBackground); }
 .span-link:hover { text-decoration: underline; }
 .right { margin-left: auto; color: var(--vscode-descriptionForeground); }
 .reasons { margin: 2px 0 2px 18px; padding-left: 12px; }
-pre { background: var(--vscode-textCodeBlock-background); padding: 6px 8px; overflow-x: auto; font-family: var(--vscode-editor-font-family); font-size: var(--vscode-editor-font-size); }
+pre { background: var(--vscode-textCodeBlock-background); padding: 6px 8px; overflow-x: auto; line-height: 1.45; font-family: var(--vscode-editor-font-family); font-size: var(--vscode-editor-font-size); }
 #bar-fill { width: ${pct}%; }
 summary { cursor: pointer; color: var(--vscode-descriptionForeground); }
 </style></head>
