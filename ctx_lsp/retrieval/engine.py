@@ -18,7 +18,15 @@ from ctx_lsp.retrieval.memory import EpisodicMemory, WorkingMemory
 from ctx_lsp.retrieval.pack import pack
 from ctx_lsp.retrieval.plan import EXPLICIT_SYMBOL, IMPLICIT_CONTEXT, Plan, make_plan
 from ctx_lsp.retrieval.score import Candidates
-from ctx_lsp.retrieval.seeds import lexical_seeds, memory_seeds, soft_seeds, subword_seeds, symbol_seeds
+from ctx_lsp.retrieval.seeds import (
+    history_seeds,
+    lexical_seeds,
+    memory_seeds,
+    soft_seeds,
+    subword_seeds,
+    symbol_seeds,
+    test_seeds,
+)
 from ctx_lsp.retrieval.text import split_identifier
 
 if TYPE_CHECKING:
@@ -158,6 +166,9 @@ class Retriever:
             mem = memory_seeds(self, plan, cands)
             if plan.temporal and not resolved:
                 resolved = mem[:3]
+        if "history_tests" in features:
+            history_seeds(self, plan, cands, resolved)
+            test_seeds(self, plan, cands, resolved)
         t["seed"] = time.perf_counter()
         check()
         hopped: list[str] = []
@@ -183,6 +194,9 @@ class Retriever:
                 if target is not None:
                     hop_target = target
                     cands.add(target, "hop-resolved", ranked[0].score, hops=0)
+                    if "history_tests" in features:
+                        history_seeds(self, plan, cands, [target])
+                        test_seeds(self, plan, cands, [target])
                     hopped = expand(self.engine.graph, cands, [target], spec,
                                     hops=2 if "impact" in plan.operators else 1)
         t["expand"] = time.perf_counter()

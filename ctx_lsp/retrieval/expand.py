@@ -26,7 +26,7 @@ OPERATOR_EDGES: dict[str, list[tuple[str, str, float]]] = {
     "importers": [(K.IMPORTS.value, "in", 1.0)],
     "dependencies": [(K.IMPORTS.value, "out", 1.0)],
     "instantiations": [(K.INSTANTIATES.value, "in", 1.0)],
-    "tests": [(K.COVERS.value, "in", 1.0)],
+    "tests": [(K.COVERS.value, "in", 1.0), (K.COVERS.value, "out", 1.0)],
     "history": [(K.TOUCHED.value, "in", 1.0)],
     "impact": [(K.CALLS.value, "in", 0.95), (K.INSTANTIATES.value, "in", 0.95), (K.OVERRIDES.value, "in", 0.9),
                (K.INHERITS.value, "in", 0.85), (K.REFERENCES.value, "in", 0.7), (K.IMPORTS.value, "in", 0.5),

@@ -146,3 +146,68 @@ def memory_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
         if key in g:
             cands.add(key, "working-memory", W_WORKING / (1 + j))
     return out
+
+
+W_HISTORY = 1.6
+W_TESTS = 2.0
+W_COCHANGE = 1.4
+
+_CO_CHANGE = re.compile(r"\bchanges? together\b|\bco-?chang|\busually change|\bchanged (?:along|together) with\b", re.I)
+_INTRODUCED = re.compile(r"\bintroduc|\bfirst added\b|\bwhich commit added\b", re.I)
+_RUN_AFTER = re.compile(r"\brun after\b|\bshould i run\b|\bto run after\b|\bafter changing\b", re.I)
+_EXERCISE = re.compile(r"\bexercis|\bwhat does (?:this|the) test\b|\bcovered by (?:this|the) test\b", re.I)
+
+
+def history_seeds(r: Retriever, plan: Plan, cands: Candidates, resolved: list[str]) -> list[str]:
+    """The history generator: commit subjects (BM25) -> the symbols they touched, and for a named
+    target its recent commits, the commit that introduced it, and code that changes with it."""
+    from ctx_lsp.history import history_for
+
+    h = history_for(r.engine.index)
+    if h is None or not h.available or "history" not in plan.operators:
+        return []
+    out: list[str] = []
+    if not resolved:
+        for node_id, score, sha in h.search(plan.query, n=8):
+            cands.add(node_id, "history", W_HISTORY * min(1.0, score / 5.0), source=f"commit:{sha}")
+            out.append(node_id)
+    for target in resolved[:3]:
+        if _CO_CHANGE.search(plan.query):
+            for node_id, shared, _shas in h.co_changed(target, n=8):
+                cands.add(node_id, "co-change", W_COCHANGE * min(1.0, shared / 3), source=target, hops=1)
+                out.append(node_id)
+        if _INTRODUCED.search(plan.query):
+            c = h.introduced_by(target)
+            if c is not None and c.node_id in r.engine.graph:
+                cands.add(c.node_id, "introduced", W_HISTORY * 1.5, source=target, hops=1)
+        for i, ch in enumerate(h.recent_changes(target, 5)):
+            if ch.commit.node_id in r.engine.graph:
+                w = W_HISTORY * (1.0 if not ch.superseded else 0.6) / (1 + 0.3 * i)  # newest wins
+                cands.add(ch.commit.node_id, "recent-change", w, source=target, hops=1)
+    return out
+
+
+def test_seeds(r: Retriever, plan: Plan, cands: Candidates, resolved: list[str]) -> list[str]:
+    """The tests generator: tests covering a target (dynamic coverage first), tests to run after
+    changing it (covering its callers too), and what a named test exercises."""
+    from ctx_lsp.coverage_data import coverage_for
+
+    cov = coverage_for(r.engine.index)
+    if cov is None or "tests" not in plan.operators:
+        return []
+    out: list[str] = []
+    for target in resolved[:3]:
+        node = r.engine.graph.node(target)
+        if node is None:
+            continue
+        if node.kind == "test" or _EXERCISE.search(plan.query):
+            for i, (node_id, e) in enumerate(cov.exercised_by(target)[:15]):
+                cands.add(node_id, f"exercised ({e.resolver})", W_TESTS / (1 + 0.05 * i), source=target, hops=1)
+                out.append(node_id)
+            continue
+        hits = cov.tests_to_run(target, depth=1) if _RUN_AFTER.search(plan.query) else cov.tests_for(target)
+        for i, hit in enumerate(hits[:15]):
+            w = W_TESTS * (0.6 if hit.stale else 1.0) / (1 + 0.5 * hit.depth + 0.02 * i)
+            cands.add(hit.test, f"tests ({hit.resolver}{', stale' if hit.stale else ''})", w, source=target, hops=1)
+            out.append(hit.test)
+    return out
