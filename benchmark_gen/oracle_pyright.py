@@ -180,6 +180,9 @@ class PyrightOracle:
             self.client.text_document_definition_async(T.DefinitionParams(T.TextDocumentIdentifier(uri), pos)),
             REQUEST_TIMEOUT,
         )
+        return self._locs(result)
+
+    def _locs(self, result: Any) -> list[Loc]:
         out: list[Loc] = []
         items = result if isinstance(result, list) else ([result] if result is not None else [])
         for item in items:
@@ -192,6 +195,18 @@ class PyrightOracle:
             if loc is not None and loc not in out:
                 out.append(loc)
         return out
+
+    async def type_definition(self, path: Path, line: int, col: int) -> list[Loc]:
+        """Where the declared type of the name at (line, col) is defined (a `type[X]` parameter -> X)."""
+        pos = self._position(path, line, col)
+        uri = from_fs_path(str(path)) or path.as_uri()
+        result = await asyncio.wait_for(
+            self.client.text_document_type_definition_async(
+                T.TypeDefinitionParams(T.TextDocumentIdentifier(uri), pos)
+            ),
+            REQUEST_TIMEOUT,
+        )
+        return self._locs(result)
 
     async def outgoing_calls(self, path: Path, line: int, col: int) -> list[CallTarget] | None:
         """pyright's outgoing calls of the def whose name is at (line, col); None when it has no item there."""

@@ -281,23 +281,28 @@ class Judge:
         """One hop through a variable that pyright stops at (`Alias = Target` / `x = mod.func`)."""
         out: list[Loc] = []
         for loc in locs:
+            rel = self.ws.rel_of(loc)
+            if rel is None:
+                continue
             nid = self.ws.node_at(loc)
             d = self.ws.def_of.get(nid) if nid else None
-            rel = self.ws.rel_of(loc)
-            if d is None or d.kind != "variable" or rel is None:
+            if d is not None and d.kind != "variable":
                 continue
-            pos = self._assigned_value_pos(rel, d.line)
+            # a variable node, or a local/parameter declaration: `name = value` on that line
+            pos = self._assigned_value_pos(rel, loc.line + 1, loc.col)
             if pos is not None:
                 out.extend(await self.definition(rel, *pos))
         return out
 
-    def _assigned_value_pos(self, rel: str, line: int) -> tuple[int, int] | None:
+    def _assigned_value_pos(self, rel: str, line: int, col: int) -> tuple[int, int] | None:
         tree = self.ws.tree(rel)
         if tree is None:
             return None
         for node in ast.walk(tree):
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.lineno == line and node.value is not None:
-                return self._name_pos(rel, node.value)
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and self.ws.cp(rel, t.lineno, t.col_offset) == col for t in targets):
+                    return self._name_pos(rel, node.value)
         return None
 
     def _name_pos(self, rel: str, expr: ast.expr) -> tuple[int, int] | None:
@@ -360,6 +365,7 @@ class Judge:
     async def judge_site(self, e: Edge) -> Verdict:
         """CALLS / INSTANTIATES / REFERENCES: definition at the site's last segment."""
         import_pos = self.import_site_positions(e)
+        line = col = 0
         if import_pos is not None:
             locs: list[Loc] = []
             for line, col in import_pos:
@@ -377,7 +383,39 @@ class Judge:
         hop = await self.follow_alias(locs)
         if hop and self.matches(hop, e.dst):
             return self.verdict(e, AGREE, "", locs + hop, note="through an alias variable")
+        if all(self.ws.rel_of(loc) is not None and self.ws.node_at(loc) is None for loc in locs):
+            # pyright stops at a parameter/local (`tag_class: type[JSONTag]`, `cls`): its declared type decides
+            async with self.sem:
+                try:
+                    typed = await self.oracle.type_definition(self.ws.root / e.path, line - 1, col) \
+                        if import_pos is None else []
+                except (asyncio.TimeoutError, RuntimeError):
+                    typed = []
+            if typed and self.matches(typed, e.dst):
+                return self.verdict(e, AGREE, "", locs + typed, note="through the declared type")
+            if self.is_cls_param(e, locs):
+                return self.verdict(e, AGREE, "", locs, note="cls of a classmethod is its class")
         return self.verdict(e, DISAGREE, f"{e.kind} {shape} -> {self.relation(e.dst, locs)}", locs)
+
+    def is_cls_param(self, e: Edge, locs: list[Loc]) -> bool:
+        """pyright stopped at the first parameter of a classmethod enclosing the site, and our target
+        is that method's class (pyright's typeDefinition answers with the parameter itself there)."""
+        src = self.ws.def_of.get(e.src)
+        node = self.ws.node(e.src)
+        if src is None or node is None or node.qualname is None:
+            return False
+        qual = node.qualname
+        while qual:
+            d = self.ws.def_of.get(symbol_id(node.path, qual))
+            parent = qual.rpartition(".")[0]
+            pdef = self.ws.def_of.get(symbol_id(node.path, parent)) if parent else None
+            if d is not None and pdef is not None and pdef.kind == "class" \
+                    and any(c and c[-1] == "classmethod" for c in d.decorators):
+                header = range(d.line, d.line + max(1, d.signature.count(",") + 2))
+                return (symbol_id(node.path, parent) == e.dst
+                        and all(self.ws.rel_of(loc) == node.path and loc.line + 1 in header for loc in locs))
+            qual = parent
+        return False
 
     def adjust(self, e: Edge, site: Site | None) -> tuple[int, int]:
         """The site's position, moved onto the name when the recorded column does not start it
