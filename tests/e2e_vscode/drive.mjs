@@ -54,7 +54,9 @@ const browser = await chromium.launch({
     '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost',
   ],
 });
-const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+await context.grantPermissions(['clipboard-read', 'clipboard-write']).catch(() => {});
+const page = await context.newPage();
 page.on('pageerror', (e) => log(`page error: ${e.message}`));
 
 async function statusTexts() {
@@ -148,6 +150,23 @@ try {
   }
   await page.waitForTimeout(500);
   await shot('vscode-context.png');
+
+  // "Copy as Markdown" puts the pack on the clipboard as Markdown.
+  step = 'copy as markdown';
+  await hit.frame.locator('button', { hasText: 'Copy as Markdown' }).click();
+  await page.locator('.notifications-toasts', { hasText: 'copied as Markdown' }).first().waitFor({ timeout: 15000 });
+  const md = await page.evaluate(() => navigator.clipboard.readText()).catch((e) => `(clipboard not readable: ${e.message})`);
+  log(`clipboard: ${JSON.stringify(md.slice(0, 120))}…`);
+  if (!md.startsWith(`# Context: ${opt.query}`) || !md.includes(opt['expect-file'])) throw new Error(`unexpected Markdown on the clipboard: ${md.slice(0, 300)}`);
+
+  // "Open All" opens every item's file.
+  step = 'open all';
+  await hit.frame.locator('button', { hasText: 'Open All' }).click();
+  for (const link of links) {
+    const name = link.split(':')[0].split('/').pop();
+    await page.locator('.tabs-container .tab', { hasText: name }).first().waitFor({ timeout: 15000 });
+  }
+  log(`Open All opened ${links.length} files`);
 
   // 3. The path:lines link opens the span in an editor.
   step = 'open link';
