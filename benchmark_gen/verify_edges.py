@@ -792,7 +792,7 @@ def find_call(ws: Workspace, caller: str, callee: str, indirect: bool) -> tuple[
 
 
 def classify_miss(binder: Binder, ws: Workspace, caller: str, callee: str, via_builtin: bool = False,
-                  generator: bool = False) -> str:
+                  generator: bool = False, wrapper: bool = False) -> str:
     """Why the graph lacks an executed (or pyright-found) call: a pattern name for the report."""
     node = ws.node(caller)
     cdef = ws.def_of.get(callee)
@@ -809,6 +809,8 @@ def classify_miss(binder: Binder, ws: Workspace, caller: str, callee: str, via_b
         names.add(callee_qual.rsplit(".", 2)[-2])
     sites = [s for s in f.sites if s.scope in scopes and s.kind == "call" and s.chain[-1].removesuffix("()") in names]
     if not sites:
+        if wrapper:
+            return "call into a decorator's wrapper (the decorated def's call is not resolved either)"
         if via_builtin:
             return "called back from inside a builtin (sorted key=, map, io, ...)"
         if generator:
@@ -821,6 +823,9 @@ def classify_miss(binder: Binder, ws: Workspace, caller: str, callee: str, via_b
                 v = site_value(binder, ws, s, node.path)
                 if v is not None and v is not EXT and v[0] == "sym" and v[1] == parent:
                     return "function returned by a call (decorator factory / closure)"
+            pname = pdef.qual.rsplit(".", 1)[-1]
+            if any(s.chain[-1].removesuffix("()") == pname for s in made):
+                return "function returned by a call (decorator factory / closure)"
         if any(s.chain[-1] in names for s in f.sites if s.scope in scopes):
             return "callback / higher-order (the function is passed as a value)"
         own = ws.def_of.get(caller)
@@ -930,7 +935,7 @@ def dynamic_recall(ws: Workspace, calls: list[Any], binder: Binder) -> dict[str,
             counts[f"{group} {how}"] += 1
             hits_by_resolver[edge.resolver] += 1
             continue
-        pattern = classify_miss(binder, ws, caller, callee, via_builtin=via, generator=gen)
+        pattern = classify_miss(binder, ws, caller, callee, via_builtin=via, generator=gen, wrapper=callee in wrapped)
         patterns[pattern] += 1
         miss = {"caller": caller, "callee": callee, "pattern": pattern}
         misses.append(miss)
@@ -1163,9 +1168,10 @@ def render_markdown(res: dict[str, Any]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def render_accuracy_section(json_path: str | Path) -> str:
-    """A short "Graph accuracy" section for the evaluate report, from a verify-edges JSON result."""
-    res = json.loads(Path(json_path).read_text(encoding="utf-8"))
+def render_accuracy_section(json_path: str | Path | dict[str, Any]) -> str:
+    """A short "Graph accuracy" section for the evaluate report, from a verify-edges JSON result (a path,
+    or the already-loaded dict; `{"results": [...]}` holding several roots' results also works)."""
+    res = json_path if isinstance(json_path, dict) else json.loads(Path(json_path).read_text(encoding="utf-8"))
     results = res["results"] if isinstance(res, dict) and "results" in res else [res]
     out = ["## Graph accuracy", "",
            "Edge precision against pyright's definitions and recall against pyright's call hierarchy and a "
