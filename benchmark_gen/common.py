@@ -130,9 +130,12 @@ def git_commit(root: Path) -> str | None:
 
 
 def open_index(root: Path, cache_dir: Path | None) -> WorkspaceIndex:
-    index = WorkspaceIndex(root, cache_dir=cache_dir)
-    index.load_or_build()
-    return index
+    """The index as the engine opens it: with the COVERS (tests) and TOUCHED (git) producers attached."""
+    from ctx_lsp.engine import Engine
+
+    engine = Engine(root, cache_dir=cache_dir)
+    engine.open()
+    return engine.index
 
 
 def read_text(root: Path, rel: str) -> str:

@@ -63,7 +63,7 @@ class Context:
                       key=lambda n: n.id)
 
     def gold_files(self, gold: list[dict[str, Any]]) -> list[str]:
-        return sorted({s["path"] for s in gold if s["path"] in self.index.facts})
+        return sorted({s["path"] for s in gold if s["path"] in self.index.facts or s["path"].startswith("commit:")})
 
     def sample(self, items: list[Any], node_of: Any, limit: int) -> list[Any]:
         return spread(items, self.seed, lambda it: self.digest(node_of(it).path), lambda it: node_of(it).id,
@@ -74,7 +74,7 @@ def relation_questions(ctx: Context, per_relation: int) -> tuple[list[dict[str, 
     out: list[dict[str, Any]] = []
     dropped: Counter[str] = Counter()
     nodes = ctx.code_nodes()
-    for relation in available_relations(ctx.g):
+    for relation in available_relations(ctx.g, pinned_history=git_commit(ctx.index.root) is not None):
         _, kinds, allow_tests = RELATIONS[relation]
         candidates: list[tuple[Node, list[dict[str, Any]]]] = []
         for n in nodes:

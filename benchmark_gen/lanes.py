@@ -119,11 +119,11 @@ def ctx_lane(ctx: Context, per: int, record: Record) -> list[dict[str, Any]]:
         out.append(record("ctx", "temporal", "natural", "And which code invokes it?", n.id, gold,
                           sorted({s["path"] for s in gold}), session=session))
     # implicit: a module's import closure to depth 2
-    files = []
+    modules: list[tuple[str, set[str]]] = []
     for p in sorted(ctx.index.facts):
         if ctx.index.facts[p].is_test_file:
             continue
-        closure = set()
+        closure: set[str] = set()
         frontier = {p}
         for _ in range(2):
             nxt = set()
@@ -133,9 +133,9 @@ def ctx_lane(ctx: Context, per: int, record: Record) -> list[dict[str, Any]]:
             closure |= nxt
             frontier = nxt
         if 2 <= len(closure) <= MAX_GOLD:
-            files.append((p, closure))
-    files.sort(key=lambda it: (stable_hash(ctx.seed, "implicit", ctx.digest(it[0]), it[0]), it[0]))
-    for p, closure in files[:per]:
+            modules.append((p, closure))
+    modules.sort(key=lambda it: (stable_hash(ctx.seed, "implicit", ctx.digest(it[0]), it[0]), it[0]))
+    for p, closure in modules[:per]:
         gold = [_file_span(ctx, f) for f in sorted(closure)]
         out.append(record("ctx", "implicit", "natural", "What does this module depend on?", p, gold,
                           sorted(closure), path=p))

@@ -114,7 +114,8 @@ class Bootstrap:
         """Paired comparison of a against b on the same questions.
 
         diff = mean(a - b) with its bootstrap interval, and a two-sided sign-flip permutation p-value
-        (the exact null of "a and b are exchangeable per question").
+        (the exact null of "a and b are exchangeable per question"). The verdict is `better`/`worse` only
+        when the interval excludes zero and p < 0.05.
         """
         d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
         if d.size == 0:
@@ -124,5 +125,6 @@ class Bootstrap:
         signs = rng.choice(np.array([-1.0, 1.0]), size=(self.resamples, d.size))
         null = np.abs((signs * d).mean(axis=1))
         p = float((np.sum(null >= abs(mean) - 1e-12) + 1) / (self.resamples + 1))
-        verdict = "better" if lo > 0 else ("worse" if hi < 0 else "not distinguishable")
+        # both tests must agree: percentile intervals are too narrow when only a few differences are nonzero
+        verdict = "better" if lo > 0 and p < 0.05 else ("worse" if hi < 0 and p < 0.05 else "not distinguishable")
         return {"n": int(d.size), "diff": mean, "lo": lo, "hi": hi, "p": p, "verdict": verdict}

@@ -130,12 +130,30 @@ RELATIONS: dict[str, tuple[Callable[[CodeGraph, Node], set[str]], tuple[str, ...
 DATA_RELATIONS = {"tests": COVERS, "history": TOUCHED}
 
 
-def available_relations(g: CodeGraph) -> list[str]:
-    """Every relation whose edges exist in this graph (tests/history only with COVERS/TOUCHED edges)."""
+def available_relations(g: CodeGraph, pinned_history: bool = True) -> list[str]:
+    """Every relation whose edges exist in this graph (tests/history only with COVERS/TOUCHED edges).
+
+    `history` also needs `pinned_history`: the header's commit must pin the git history the TOUCHED
+    edges come from (a root inside another repository's work tree has no commit of its own).
+    """
     counts = g.edge_counts()
-    return [r for r in RELATIONS if r not in DATA_RELATIONS or counts.get(DATA_RELATIONS[r], 0) > 0]
+    out = [r for r in RELATIONS if r not in DATA_RELATIONS or counts.get(DATA_RELATIONS[r], 0) > 0]
+    return [r for r in out if r != "history" or pinned_history]
+
+
+RECENT_COMMITS = 5
+
+
+def commit_span(n: Node) -> dict[str, Any]:
+    """A commit as a gold item: path `commit:<short sha>` (how the evaluator names commit items)."""
+    return {"path": f"commit:{n.qualname}", "start_line": 0, "end_line": 0, "symbol": n.id}
 
 
 def gold_for(g: CodeGraph, relation: str, t: Node) -> Gold:
     fn = RELATIONS[relation][0]
+    if relation == "history":
+        # "what changed recently": the newest commits touching the target (doc starts with the ISO date)
+        commits = [n for i in fn(g, t) if (n := g.node(i)) is not None and n.kind == "commit"]
+        commits.sort(key=lambda n: (n.doc.split(" ", 1)[0], n.id), reverse=True)
+        return sorted((commit_span(n) for n in commits[:RECENT_COMMITS]), key=lambda s: s["path"])
     return _gold(g, t, fn(g, t))

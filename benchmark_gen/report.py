@@ -88,7 +88,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     if report["paired"]:
         out += [f"## Paired tests: {LABELS.get(s['reference'])} minus each row", "",
                 "diff = mean per-question difference, [95% bootstrap interval], p = sign-flip permutation; "
-                "`better` only when the whole interval is above zero.", ""]
+                "`better`/`worse` only when the interval excludes zero and p < 0.05.", ""]
         headers = ["scope", "against"] + [f"{m} diff [CI] p" for m in ("R@10", "MRR")] + ["verdict (R@10)"]
         rows = []
         for scope, others in report["paired"].items():

@@ -113,15 +113,15 @@ class Corpus:
         # file adjacency: imports (both directions) and any typed edge between two files' symbols
         self.imports: dict[str, set[str]] = {p: set() for p in self.paths}
         self.neighbours: dict[str, set[str]] = {p: set() for p in self.paths}
-        for e in g.edges():
-            if e.kind == CONTAINS:
+        for edge in g.edges():
+            if edge.kind == CONTAINS:
                 continue
-            a, b = e.src.split("::", 1)[0], e.dst.split("::", 1)[0]
+            a, b = edge.src.split("::", 1)[0], edge.dst.split("::", 1)[0]
             if a == b or a not in self.imports or b not in self.imports:
                 continue
             self.neighbours[a].add(b)
             self.neighbours[b].add(a)
-            if e.kind == IMP:
+            if edge.kind == IMP:
                 self.imports[a].add(b)
                 self.imports[b].add(a)
 
@@ -150,7 +150,7 @@ class Strategies:
         self.corpus = Corpus(engine)
         self.cap = cap
         self.budget = budget
-        self._dense: Any = None
+        self._dense_model: Any = None
         self.unavailable: dict[str, str] = {}
         self._check_engine()
         self._check_dense()
@@ -179,7 +179,7 @@ class Strategies:
         try:
             from sentence_transformers import SentenceTransformer
 
-            self._dense = SentenceTransformer(DENSE_MODEL, device="cpu")
+            self._dense_model = SentenceTransformer(DENSE_MODEL, device="cpu")
         except Exception as exc:  # no local model: never download at run time
             self.unavailable["dense"] = f"skipped: no local embedding model ({type(exc).__name__})"
 
@@ -299,8 +299,8 @@ class Strategies:
         c = self.corpus
         if not hasattr(self, "_chunk_vecs"):
             texts = ["\n".join(c.lines[p][s - 1:e])[:2000] for p, s, e in c.chunks]
-            self._chunk_vecs = np.asarray(self._dense.encode(texts, normalize_embeddings=True))
-        qv = np.asarray(self._dense.encode([query_text(q)], normalize_embeddings=True))[0]
+            self._chunk_vecs = np.asarray(self._dense_model.encode(texts, normalize_embeddings=True))
+        qv = np.asarray(self._dense_model.encode([query_text(q)], normalize_embeddings=True))[0]
         sims = self._chunk_vecs @ qv
         best: dict[str, tuple[float, int]] = {}
         for i, s in enumerate(sims):
@@ -339,8 +339,13 @@ class Strategies:
 
     def _engine(self, name: str, q: dict[str, Any]) -> Result:
         pack = self.engine_pack(name, q["question"], q.get("path"), q.get("line"), q.get("session"))
-        items = [(i["path"], int(i["start_line"]), int(i["end_line"])) for i in pack.get("items", [])
-                 if i.get("path") in self.corpus.text]
+        items = []
+        for i in pack.get("items", []):
+            if i.get("kind") == "commit":
+                # commits have no file: named `commit:<short sha>` like the history gold
+                items.append((f"commit:{i.get('symbol')}", 0, 0))
+            elif i.get("path") in self.corpus.text:
+                items.append((i["path"], int(i["start_line"]), int(i["end_line"])))
         return Result(items, int(pack.get("tokens", 0)), extra={"pack": pack})
 
 

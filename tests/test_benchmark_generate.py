@@ -52,6 +52,8 @@ EXPECTED = [
     ("impact", "shop/models.py::Order", {("shop/models.py", 29, 39, "DiscountOrder"), CHECKOUT}),
     ("impact", "shop/pricing.py::compute_price", {CHECKOUT}),
     ("references", "shop/pricing.py::compute_price", {("shop/service.py", 1, 15, None), CHECKOUT}),
+    # static-test COVERS edges: test_checkout calls checkout
+    ("tests", "shop/service.py::CheckoutService.checkout", {("tests/test_service.py", 5, 6, "test_checkout")}),
 ]
 
 
@@ -137,6 +139,8 @@ def test_header_and_counts(records: list[dict[str, Any]]) -> None:
     h = records[0]
     assert set(h) >= {"schema", "tool_version", "commit", "files_digest", "counts"}
     assert h["commit"] is None  # the fixture is not the top of a git work tree
+    # so no history questions: the enclosing repository's commits are not pinned by this header
+    assert not [q for q in records[1:] if q["relation"] == "history"]
     assert h["counts"]["questions"] == len(records) - 1
     assert sum(h["counts"]["relations"].values()) == len(records) - 1
 
@@ -167,3 +171,36 @@ def test_spread_round_robins_files_and_sizes() -> None:
     assert {p[2] >= 8 for p in picked} == {True, False}
     assert picked == spread(list(reversed(items)), 0, lambda it: it[0], lambda it: f"{it[0]}:{it[1]}",
                             lambda it: it[0], lambda it: 0 if it[2] < 8 else 1, 4)
+
+
+def test_history_questions_in_a_git_repository(tmp_path: Path) -> None:
+    """At the top of a git work tree, `history` questions name the newest commits touching the target."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    shutil.copytree(WS, repo)
+
+    def git(*args: str) -> str:
+        env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+               "GIT_COMMITTER_EMAIL": "t@example.com", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(tmp_path)}
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
+                              env=env).stdout.strip()
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "shop")
+    pricing = repo / "shop" / "pricing.py"
+    pricing.write_text(pricing.read_text().replace("return apply_tax(subtotal, rate)",
+                                                   "total = apply_tax(subtotal, rate)\n    return total"))
+    git("commit", "-q", "-am", "name the total")
+    head = git("rev-parse", "HEAD")
+    shas = {line[:12] for line in git("log", "--format=%H").splitlines()}
+    recs = generate(repo, per_relation=50, seed=0, cache_dir=tmp_path / "cache")
+    assert recs[0]["commit"] == head
+    hist = [q for q in recs[1:] if q["relation"] == "history" and q["phrasing"] == "qualified"]
+    assert hist, "history questions at the top of a git work tree"
+    for q in hist:
+        assert {g["path"].removeprefix("commit:") for g in q["gold"]} <= shas
+        assert q["gold_files"] == sorted(g["path"] for g in q["gold"])
+    changed = next(q for q in hist if q["target"] == "shop/pricing.py::compute_price")
+    assert head[:12] in {g["path"].removeprefix("commit:") for g in changed["gold"]}
