@@ -28,6 +28,7 @@ from ctx_lsp.model import (
 )
 
 _BUILTINS = frozenset(dir(builtins))
+_OBJECT_ATTRS = frozenset(dir(object)) | {"__dict__", "__module__", "__qualname__", "__name__", "__mro__"}
 _MAX_DEPTH = 14
 
 # Values: ("mod", name) | ("sym", node_id) | ("inst", class_id) | ("super", class_id) | EXT | None (unknown)
@@ -73,11 +74,17 @@ def module_names(path: str, is_package_dir: set[str]) -> list[str]:
     if parts[-1] == "__init__":
         parts = parts[:-1]
     names: list[str] = []
-    # walk up while the parent directory is a package
+    # The name starts at the highest ancestor directory that is a package; directories without an
+    # `__init__.py` below it are namespace portions of that package (flask/sansio/app.py is
+    # flask.sansio.app). With no package above, the file is a top-level module.
     dirs = path.split("/")[:-1]
     i = len(dirs)
-    while i > 0 and "/".join(dirs[:i]) in is_package_dir:
-        i -= 1
+    prefix = ""
+    for k, d in enumerate(dirs):
+        prefix = f"{prefix}/{d}" if prefix else d
+        if prefix in is_package_dir:
+            i = k
+            break
     pkg_parts = parts[i:]
     if pkg_parts:
         names.append(".".join(pkg_parts))
@@ -356,6 +363,8 @@ class Binder:
         if skip_locals_of and name == skip_locals_of:
             # `x = x.y` style self-reference: look the name up in the enclosing scopes instead
             value = self.lookup(info, scope.rpartition(".")[0], name, depth + 1)
+        elif name == "<ext>":
+            return EXT  # a literal or display (extract.EXT_CHAIN): a built-in type
         elif name == "super" and called:
             owner = self.enclosing_class(info, scope)
             value = ("super", symbol_id(info.facts.path, owner)) if owner else None
@@ -485,6 +494,10 @@ class Binder:
             if attr is not None:
                 self._weaken(RESOLVER_TYPE)
                 return self.eval_chain(info, attr[0], attr[1], depth + 1)
+        if name == "__class__" and not skip_self:
+            return ("sym", class_id)  # self.__class__ is the class itself
+        if name in _OBJECT_ATTRS:
+            return EXT  # __dict__, __init__ of object, ...: not the project's
         return None
 
     def attr(self, value: Value, name: str, depth: int) -> Value:

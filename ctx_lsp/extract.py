@@ -306,11 +306,20 @@ def type_chain(node: ast.AST | None) -> Chain | None:
         if head and head[-1] == "Union" and isinstance(node.slice, ast.Tuple):
             sides = [s for s in node.slice.elts if not (isinstance(s, ast.Constant) and s.value is None)]
             return type_chain(sides[0]) if len(sides) == 1 else None
+        if head and not any(seg.endswith("()") for seg in head):
+            return head[:-1] + (head[-1] + "()",)  # a generic: list[str] is a list, Registry[T] a Registry
         return None
     chain = chain_of(node)
     if chain is None or chain[-1].endswith("()"):
         return None
     return chain[:-1] + (chain[-1] + "()",)
+
+
+# The type chain of a value built into the language (a literal, a display, a comprehension): its
+# methods are never the project's, so the binder resolves it to "outside the workspace".
+EXT_CHAIN: Chain = ("<ext>()",)
+_BUILTIN_VALUES = (ast.List, ast.ListComp, ast.Dict, ast.DictComp, ast.Set, ast.SetComp, ast.Tuple, ast.JoinedStr,
+                   ast.GeneratorExp)
 
 
 def _value_chain(node: ast.AST | None) -> Chain | None:
@@ -319,6 +328,10 @@ def _value_chain(node: ast.AST | None) -> Chain | None:
         return None
     if isinstance(node, ast.Await):
         node = node.value
+    if isinstance(node, _BUILTIN_VALUES):
+        return EXT_CHAIN
+    if isinstance(node, ast.Constant):
+        return EXT_CHAIN if node.value is not None and node.value is not ... else None
     return chain_of(node)
 
 

@@ -375,8 +375,9 @@ REGRESSIONS = {
     "init-deleted-relative-base": (
         {"pkg/__init__.py": "", "pkg/a.py": A_PY, "pkg/sub/__init__.py": "",
          "pkg/sub/c.py": "from ..a import A\n\n\nclass C(A):\n    pass\n",
-         "top.py": "from pkg.sub.c import C\n\n\ndef go():\n    C().run()\n"},
-        "pkg/sub/__init__.py", None,
+         "top.py": "from pkg.sub.c import C\n\n\ndef go():\n    C().run()\n",
+         "a.py": "class A:\n    pass\n"},  # what `..a` means once pkg is no longer a package
+        "pkg/__init__.py", None,
     ),
 }
 
