@@ -101,6 +101,10 @@ MUST_EXIST: list[tuple[str, str, str, str | None, str | None]] = [
     ("main.py::local_override", "main.py::Local.save", "CALLS", "ast-scope", "Local().save()"),
     ("main.py::star_from_package", M + "make_repo", "CALLS", "ast-import", "return make_repo()"),
     ("nsp/plugins/user.py::go", "nsp/plugins/loader.py::load", "CALLS", "ast-import", "loader.load()"),
+    # a namespace directory inside a package: relative imports still climb to the package
+    ("app/nsub/tool.py::tool_fn", M + "Repo", "INSTANTIATES", "ast-import", "return Repo()"),
+    ("app/nsub/tool.py", "app/models.py", "IMPORTS", "ast-import", "from ..models import Repo"),
+    (S + "namespace_portion", "app/nsub/tool.py::tool_fn", "CALLS", "ast-import", "return tool_fn()"),
 ]
 
 # (src, dst, kind or None for any kind)
@@ -108,6 +112,8 @@ MUST_NOT_EXIST: list[tuple[str, str, str | None]] = [
     # a library object's method never becomes the project's same-named function
     (S + "Service.run_session", U + "get", None),
     (S + "Worker.run", U + "get", None),
+    # a literal's method is the built-in type's
+    (S + "literal_receiver", U + "get", None),
     # a parameter shadows the imported name
     (S + "shadowed_param", U + "get", None),
     # same-named methods in unrelated classes never cross-link
@@ -195,7 +201,7 @@ def test_library_calls_count_as_external_not_unresolved(index: WorkspaceIndex) -
     assert ("thing", "save") in unresolved
     assert ("get",) in unresolved  # the untyped parameter `get`
     for chain in [("self", "session", "get"), ("requests", "Session"), ("requests", "get"), ("resp", "json"),
-                  ("self", "start"), ("self", "get")]:
+                  ("self", "start"), ("self", "get"), ("options", "get")]:
         assert chain not in unresolved, chain
     assert index.bindings["app/services.py"].external >= 6
     counts = index.resolution_counts()
