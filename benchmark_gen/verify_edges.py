@@ -170,8 +170,7 @@ class Workspace:
         for d, nid in cands:
             if d.col == loc.col:
                 return nid
-        if cands:
-            return cands[0][1]
+        # another name on a def's line (a parameter) is not that def
         if loc.line == 0 and loc.col == 0:
             return rel
         return None
@@ -395,6 +394,10 @@ class Judge:
                 return self.verdict(e, AGREE, "", locs + typed, note="through the declared type")
             if self.is_cls_param(e, locs):
                 return self.verdict(e, AGREE, "", locs, note="cls of a classmethod is its class")
+            if not typed and not hop:
+                # pyright knows only the parameter/local, not what it holds: it cannot judge this site
+                return self.verdict(e, UNRESOLVED, f"{e.kind} {shape} (pyright: a parameter/local of unknown type)",
+                                    locs)
         return self.verdict(e, DISAGREE, f"{e.kind} {shape} -> {self.relation(e.dst, locs)}", locs)
 
     def is_cls_param(self, e: Edge, locs: list[Loc]) -> bool:
