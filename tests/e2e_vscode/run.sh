@@ -12,7 +12,7 @@ set -euo pipefail
 
 t_start=$(date +%s)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(git -C "$HERE" rev-parse --show-toplevel)
+ROOT=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/../.." && pwd))
 CLIENT=$ROOT/vscode-client
 SETUP=${VSCODE_E2E_SETUP:-$ROOT/../shared/vscode-e2e/setup}
 ART=${CTX_E2E_ARTIFACTS:-$ROOT/test-artifacts/vscode-e2e}
@@ -52,7 +52,7 @@ settings = {
     "telemetry.telemetryLevel": "off", "update.mode": "none", "chat.disableAIFeatures": True,
     "workbench.secondarySideBar.defaultVisibility": "hidden", "workbench.tips.enabled": False,
     "extensions.autoCheckUpdates": False, "extensions.autoUpdate": False,
-    "extensions.ignoreRecommendations": True, "git.enabled": False,
+    "extensions.ignoreRecommendations": True, "git.enabled": False, "editor.stickyScroll.enabled": False,
     "ctxLsp.interpreter": python, "ctxLsp.cacheDir": cache, "ctxLsp.trace.server": "verbose",
 }
 with open(path, "w") as f:

@@ -52,8 +52,14 @@ export async function openSpan(uri: vscode.Uri, start: number, end?: number, opt
     viewColumn: opts.viewColumn ?? editorColumn(),
     selection: new vscode.Selection(range.start, range.start),
   });
-  // Anchor at the end, cursor at the start: the view stays scrolled to the left.
-  editor.selection = new vscode.Selection(range.end, range.start);
+  if (end === undefined) {
+    // A location (a neighbour, a site): the cursor at the line's first non-blank character.
+    const pos = new vscode.Position(s, doc.lineAt(Math.min(s, doc.lineCount - 1)).firstNonWhitespaceCharacterIndex);
+    editor.selection = new vscode.Selection(pos, pos);
+  } else {
+    // A span: selected, anchor at the end and cursor at the start so the view stays scrolled left.
+    editor.selection = new vscode.Selection(range.end, range.start);
+  }
   editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
   return editor;
 }

@@ -82,6 +82,20 @@ export function neighbourLabel(n: Neighbour): string {
   return n.path ?? n.uri ?? '?';
 }
 
+/** `→ OrderService.place_order · tests/test_service.py:4` (incoming) or `from OrderService.find · ...`
+ * (outgoing): which symbol of this file the edge
+ * reaches (incoming) or leaves from (outgoing), then where the neighbour is. */
+export function neighbourDescription(n: Neighbour, direction: string, where: string | undefined): string | undefined {
+  const parts: string[] = [];
+  if (n.from_symbol) parts.push(direction === 'in' ? `→ ${n.from_symbol}` : `from ${n.from_symbol}`);
+  if (n.symbol) {
+    if (where) parts.push(where);
+  } else if (n.line && n.line > 1) {
+    parts.push(`:${n.line}`);
+  }
+  return parts.length ? parts.join(' · ') : undefined;
+}
+
 /** The tree shown in the "CTX Neighbours" view: groups (edge kind + direction), then
  * neighbours (click opens the neighbour), each with its site as a child (click opens the site). */
 export function buildNeighbourTree(result: ArchitecturalContext): TreeNode[] {
@@ -123,7 +137,7 @@ export function buildNeighbourTree(result: ArchitecturalContext): TreeNode[] {
         id: nid,
         kind: 'neighbour',
         label: neighbourLabel(n),
-        description: n.symbol ? where : n.line && n.line > 1 ? `:${n.line}` : undefined,
+        description: neighbourDescription(n, g.direction, where),
         tooltip: tooltipLines.join('\n'),
         target: target(n.uri, n.path, n.line),
         children: siteChildren,

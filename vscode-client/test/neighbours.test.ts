@@ -25,6 +25,7 @@ const result: ArchitecturalContext = {
       edge: 'CALLS', direction: 'out',
       neighbors: [
         { path: 'shop/models.py', uri: 'file:///ws/shop/models.py', symbol: 'Repository.save', kind: 'method', line: 9, site: { path: 'shop/service.py', line: 12 }, resolver: 'ast-attr' },
+        { path: 'shop/models.py', uri: 'file:///ws/shop/models.py', symbol: 'Repository.get', kind: 'method', line: 14, site: { path: 'shop/service.py', line: 16 }, resolver: 'ast-attr', from_symbol: 'OrderService.find' },
         { path: 'shop/models.py', uri: null, symbol: 'Repository', kind: 'class', line: 4, site: null, resolver: null },
       ],
     },
@@ -39,11 +40,11 @@ test('groupLabel shows the edge kind with its direction', () => {
 test('buildNeighbourTree: groups (outgoing first, empty ones dropped) with counts', () => {
   const tree = buildNeighbourTree(result);
   assert.deepEqual(tree.map((g) => g.label), ['CALLS →', 'IMPORTS →', 'CALLS ←']);
-  assert.deepEqual(tree.map((g) => g.description), ['2', '1', '1']);
+  assert.deepEqual(tree.map((g) => g.description), ['3', '1', '1']);
   assert.ok(tree.every((g) => g.kind === 'group' && !g.target));
   assert.equal(tree[1].tooltip, 'What shop/service.py imports');
   assert.equal(tree[2].tooltip, 'Code that calls shop/service.py');
-  assert.equal(new Set(tree.flatMap((g) => [g.id, ...g.children.map((c) => c.id)])).size, 3 + 4);
+  assert.equal(new Set(tree.flatMap((g) => [g.id, ...g.children.map((c) => c.id)])).size, 3 + 5);
 });
 
 test('buildNeighbourTree: neighbours open their location, sites are children', () => {
@@ -58,7 +59,8 @@ test('buildNeighbourTree: neighbours open their location, sites are children', (
   assert.equal(save.children[0].label, 'site: service.py:12');
   assert.deepEqual(save.children[0].target, { path: 'shop/service.py', line: 12 });
 
-  const repo = tree[0].children[1];
+  assert.equal(tree[0].children[1].description, 'from OrderService.find · shop/models.py:14');
+  const repo = tree[0].children[2];
   assert.equal(repo.children.length, 0, 'no site, no child');
   assert.deepEqual(repo.target, { path: 'shop/models.py', line: 4 });
 
@@ -68,6 +70,7 @@ test('buildNeighbourTree: neighbours open their location, sites are children', (
   assert.deepEqual(models.children[0].target, { uri: 'file:///ws/shop/service.py', path: 'shop/service.py', line: 3 });
 
   const caller = tree[2].children[0];
+  assert.equal(caller.description, '→ test_place_order · tests/test_service.py:5');
   assert.equal(caller.children[0].description, 'test_place_order · jedi');
   assert.match(caller.tooltip!, /test_place_order \(function\)\ntests\/test_service\.py:5\nsite: tests\/test_service\.py:7\nresolver: jedi/);
 });
@@ -75,5 +78,5 @@ test('buildNeighbourTree: neighbours open their location, sites are children', (
 test('buildNeighbourTree: empty or missing groups', () => {
   assert.deepEqual(buildNeighbourTree({ uri: 'file:///x.py', path: 'x.py', groups: [] }), []);
   assert.deepEqual(buildNeighbourTree({ reason: 'not indexed' }), []);
-  assert.equal(neighbourCount(result), 4);
+  assert.equal(neighbourCount(result), 5);
 });
