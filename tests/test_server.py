@@ -132,7 +132,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-async def request(client: LanguageClient, method: str, params: Any, msg_id: str | None = None) -> Any:
+async def send_raw(client: LanguageClient, method: str, params: Any, msg_id: str | None = None) -> Any:
     return plain(await client.protocol.send_request_async(method, params, msg_id=msg_id))
 
 
@@ -271,7 +271,7 @@ async def test_get_context_command_and_request(client: LanguageClient) -> None:
     for item in pack["items"]:
         assert item["uri"] == uri(ws, item["path"])
     # the cancellable request answers the same params with the same pack
-    raw = await request(client, "ctx/getContext", {"query": "who calls checkout", "budget": 800})
+    raw = await send_raw(client, "ctx/getContext", {"query": "who calls checkout", "budget": 800})
     assert [i["symbol"] for i in raw["items"]] == symbols
     # anchored at a position in a file
     pos = position_of(ws, "shop/service.py", "checkout", client.encoding, line=9)  # type: ignore[attr-defined]
@@ -287,7 +287,7 @@ async def test_context_at_cursor_after_non_ascii_text(client: LanguageClient) ->
     start = position_of(ws, "shop/service.py", "open_inventory", enc, line=EMOJI_LINE)
     end = {"line": EMOJI_LINE, "character": start.character + units("open_inventory", enc)}
     args = {"uri": uri(ws, "shop/service.py"), "position": end, "budget": 600}
-    for pack in (await command(client, "ctx.contextAtCursor", args), await request(client, "ctx/contextAtCursor", args)):
+    for pack in (await command(client, "ctx.contextAtCursor", args), await send_raw(client, "ctx/contextAtCursor", args)):
         cursor = [i["symbol"] for i in pack["items"] if any(r["via"] == "cursor" for r in i["reasons"])]
         assert cursor == ["open_inventory"], pack["items"]
         assert pack["tokens"] <= 600

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from test_server import (
     expected_range,
     initialize,
     prepare_call,
-    request,
+    send_raw,
     units,
     uri,
     wait_indexed,
@@ -101,3 +100,189 @@ async def test_index_updated_notification_after_an_edit(client: LanguageClient) 
     assert uri(ws, "shop/models.py") == u
 
 
+
+
+# -- servers with their own settings ------------------------------------------------------------------
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def bare(lsp_client: LanguageClient):
+    """A started server the test initializes itself."""
+    lsp_client.shut = False  # type: ignore[attr-defined]
+    yield
+    if not lsp_client.shut:  # type: ignore[attr-defined]
+        await lsp_client.shutdown_session()
+
+
+def generate_workspace(root: Path, modules: int) -> Path:
+    """A synthetic workspace big enough that indexing takes a few seconds on this machine."""
+    for i in range(modules):
+        d = root / f"pkg{i % 20}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "__init__.py").touch()
+        body = [f"from pkg{(i + 1) % 20}.m{i + 1} import f0 as nxt\n" if i + 1 < modules else "nxt = abs\n"]
+        for j in range(8):
+            body.append(f"\n\nclass C{j}:\n    def run(self, x):\n        return f{j}(x) + {j}\n")
+            body.append(f"\n\ndef f{j}(x):\n    return nxt(x) if x else C{j}().run(x - 1)\n")
+        (d / f"m{i}.py").write_text("".join(body), encoding="utf-8")
+    return root
+
+
+async def poll_status(client: LanguageClient, until: Any, timeout: float = 60) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        st = await command(client, "ctx.indexStatus")
+        if until(st):
+            return st
+        assert loop.time() < deadline, st
+        await asyncio.sleep(0.05)
+
+
+async def test_settings_invalid_values_warn_and_configuration_is_honoured(bare: LanguageClient, tmp_path: Path) -> None:
+    ws = copy_workspace(tmp_path / "ws")
+    bare.set_configuration({"exclude": ["tests/**"], "budget": 300}, section="ctx")
+    await initialize(bare, ws, "visual_studio_code", tmp_path / "cache",
+                     init={"budget": -1, "jediRefinement": "yes", "bogus": 1})
+    st = await wait_indexed(bare)
+    warnings = [m.message for m in bare.messages if m.type == types.MessageType.Warning]
+    assert any("'budget'" in w for w in warnings) and any("'jediRefinement'" in w for w in warnings)
+    assert any("'bogus'" in w for w in warnings)
+    assert st["files"] == 3  # the `ctx` section's exclude applies
+    pack = await command(bare, "ctx.getContext", {"query": "checkout"})
+    assert pack["budget"] == 300  # the `ctx` section's budget is the default
+    # VS Code supports dynamic registration: the server watches **/*.py
+    watchers = [r for r in bare.registrations if r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES]  # type: ignore[attr-defined]
+    assert watchers and watchers[0].register_options["watchers"][0]["globPattern"] == "**/*.py"
+    # settings are re-read on didChangeConfiguration; a changed filter re-indexes
+    bare.set_configuration({"exclude": []}, section="ctx")
+    bare.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    st = await poll_status(bare, lambda s: s["files"] == 4 and not s["indexing"])
+    pack = await command(bare, "ctx.getContext", {"query": "checkout"})
+    assert pack["budget"] == 4000
+
+
+async def test_multi_root_workspace(bare: LanguageClient, tmp_path: Path) -> None:
+    a = copy_workspace(tmp_path / "alpha")
+    b = copy_workspace(tmp_path / "beta")
+    (b / "shop/extra.py").write_text("from shop.service import refund\n\n\ndef bulk(items):\n"
+                                     "    return [refund(i) for i in items]\n", encoding="utf-8")
+    await initialize(bare, a, "neovim", tmp_path / "cache", folders=[a, b])
+    st = await wait_indexed(bare)
+    assert st["roots"] == [str(a), str(b)] and st["files"] == 9
+    assert [f["state"] for f in st["folders"]] == ["ready", "ready"]
+    assert len(list((tmp_path / "cache").glob("*/index.msgpack"))) == 2  # one cache per folder
+    got = await bare.workspace_symbol_async(types.WorkspaceSymbolParams(query="refund"))
+    assert sorted(s.location.uri for s in got) == [uri(a, "shop/service.py"), uri(b, "shop/service.py")]
+    bare.ws = b  # type: ignore[attr-defined]
+    item = await prepare_call(bare, "shop/service.py", "refund", line=15)
+    assert item.uri == uri(b, "shop/service.py") and set(await callers(bare, item)) == {"bulk"}
+    bare.ws = a  # type: ignore[attr-defined]
+    item = await prepare_call(bare, "shop/service.py", "refund", line=15)
+    assert await callers(bare, item) == {}
+    pack = await command(bare, "ctx.getContext", {"query": "who calls refund", "uri": uri(b, "shop/service.py")})
+    assert all(i["uri"].startswith(b.as_uri()) for i in pack["items"]) and pack["items"]
+
+
+async def test_indexing_runs_in_the_background_answers_stale_and_can_be_cancelled(
+        bare: LanguageClient, tmp_path: Path) -> None:
+    ws = generate_workspace(tmp_path / "big", 300)
+    await initialize(bare, ws, "visual_studio_code", tmp_path / "cache")
+    # answered while indexing: from the partial index, marked stale
+    st = await command(bare, "ctx.indexStatus")
+    assert st["indexing"] is True and st["stale"] is True
+    pack = await command(bare, "ctx.getContext", {"query": "who calls f0", "budget": 500})
+    assert pack["stale"] is True
+    token = None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while token is None:
+        token = next((t for t, r in bare.progress_reports.items() if r), None)
+        assert loop.time() < deadline
+        await asyncio.sleep(0.02)
+    bare.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+    st = await poll_status(bare, lambda s: not s["indexing"])
+    assert st["folders"][0]["state"] == "cancelled" and st["stale"] is True
+    end = bare.progress_reports[token][-1]
+    assert isinstance(end, types.WorkDoneProgressEnd) and "cancelled" in (end.message or "")
+    # ctx.reindex rebuilds from scratch and answers with the fresh status
+    st = await command(bare, "ctx.reindex")
+    assert st["indexing"] is False and st["stale"] is False and st["files"] == 320
+    assert st["folders"][0]["state"] == "ready"
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(
+    server_command=SERVER, server_env={**os.environ, "CTX_LSP_TEST_CHECKPOINT_DELAY_MS": "300"}))
+async def slow(lsp_client: LanguageClient, tmp_path: Path):
+    """A server whose retrieval stages are slowed down, so a request can be cancelled mid-way."""
+    ws = copy_workspace(tmp_path / "ws")
+    await initialize(lsp_client, ws, "neovim", tmp_path / "cache")
+    await wait_indexed(lsp_client)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_cancelling_ctx_get_context_stops_the_retrieval(slow: LanguageClient) -> None:
+    from pygls.exceptions import JsonRpcRequestCancelled
+
+    params = {"query": "who calls checkout", "budget": 500}
+    pending = asyncio.ensure_future(send_raw(slow, "ctx/getContext", params, msg_id="cancel-me"))
+    await asyncio.sleep(0.45)  # past the first checkpoint
+    slow.protocol.notify("$/cancelRequest", types.CancelParams(id="cancel-me"))
+    with pytest.raises(JsonRpcRequestCancelled):
+        await pending
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while not any("ctx/getContext cancelled" in m.message for m in slow.log_messages):
+        assert loop.time() < deadline, [m.message for m in slow.log_messages]
+        await asyncio.sleep(0.05)
+    note = next(m.message for m in slow.log_messages if "ctx/getContext cancelled" in m.message)
+    stages = int(note.split("stopped after ")[1].split(" ")[0])
+    full = await send_raw(slow, "ctx/getContext", params)  # the server still serves, uncancelled
+    assert full["items"] and 1 <= stages < 4
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(
+    server_command=SERVER, server_env={**os.environ, "CTX_LSP_TEST_FAULT": "workspace/symbol"}))
+async def faulty(lsp_client: LanguageClient, tmp_path: Path):
+    """A server whose workspace/symbol handler raises (fault injection)."""
+    ws = copy_workspace(tmp_path / "ws")
+    await initialize(lsp_client, ws, "visual_studio_code", tmp_path / "cache")
+    await wait_indexed(lsp_client)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_an_exception_in_a_handler_is_an_error_and_the_server_keeps_serving(faulty: LanguageClient) -> None:
+    from pygls.exceptions import JsonRpcInternalError
+
+    with pytest.raises(JsonRpcInternalError, match="injected fault in workspace/symbol"):
+        await faulty.workspace_symbol_async(types.WorkspaceSymbolParams(query="checkout"))
+    assert any(m.type == types.MessageType.Error and "workspace/symbol failed" in m.message
+               for m in faulty.log_messages)
+    item = await prepare_call(faulty, "shop/service.py", "checkout", line=9)
+    assert set(await callers(faulty, item)) == {"refund", "test_checkout"}
+
+
+def tree(root: Path) -> dict[str, tuple[int, int]]:
+    return {p.relative_to(root).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*"))}
+
+
+async def test_clean_shutdown_and_nothing_written_outside_the_cache(bare: LanguageClient, tmp_path: Path) -> None:
+    from ctx_lsp.store import default_cache_dir
+
+    ws = copy_workspace(tmp_path / "ws")
+    before = tree(ws)
+    await initialize(bare, ws, "neovim", tmp_path / "cache")
+    await wait_indexed(bare)
+    u = did_open(bare, "shop/models.py")
+    did_change(bare, u, 2, types.Range(start=types.Position(line=0, character=0),
+                                       end=types.Position(line=0, character=0)), "import os\n")
+    await command(bare, "ctx.getContext", {"query": "who calls save"})
+    bare.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=u)))
+    await command(bare, "ctx.reindex")
+    await bare.shutdown_session()
+    bare.shut = True  # type: ignore[attr-defined]
+    assert bare._server is not None and bare._server.returncode == 0
+    assert tree(ws) == before  # the server never writes into the workspace
+    assert "index.msgpack" in [p.name for p in (tmp_path / "cache").glob("*/*")]
+    assert not default_cache_dir(ws).exists()  # nor in the default per-user cache
