@@ -15,7 +15,7 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass, field
 
-from ctx_lsp.extract import CALL, Chain, Def, FileFacts, Import
+from ctx_lsp.extract import CALL, FIXTURE, Chain, Def, FileFacts, Import, is_fixture
 from ctx_lsp.model import (
     RESOLVER_CONTAINS,
     RESOLVER_IMPORT,
@@ -34,6 +34,9 @@ _MAX_DEPTH = 14
 # Values: ("mod", name) | ("sym", node_id) | ("inst", class_id) | ("super", class_id) | EXT | None (unknown)
 Value = tuple[str, str] | None
 EXT: tuple[str, str] = ("ext", "")
+
+# A dependency on a file by path (not module name): conftest.py files, found by directory, not import.
+PATH_DEP = "\0path:"
 
 # resolver ranks: the weakest step used names the edge's resolver
 _RANK = {RESOLVER_SCOPE: 0, RESOLVER_IMPORT: 1, RESOLVER_MRO: 2, RESOLVER_TYPE: 3}
@@ -371,9 +374,13 @@ class Binder:
             called = False
         else:
             value = self.lookup(info, scope, name, depth + 1)
+        rest = chain[1:]
+        if name == FIXTURE and rest:
+            value = self.fixture(info, rest[0], depth + 1)
+            rest = rest[1:]
         if called:
             value = self.apply_call(value, depth + 1)
-        for seg in chain[1:]:
+        for seg in rest:
             called = seg.endswith("()")
             value = self.attr(value, seg[:-2] if called else seg, depth + 1)
             if called:
@@ -381,6 +388,26 @@ class Binder:
             if value is None or value is EXT:
                 return value
         return value
+
+    def fixture(self, info: ModuleInfo, name: str, depth: int) -> Value:
+        """The value pytest fixture `name` provides to a test or fixture in `info`'s file: the fixture
+        defined in that file, else in the nearest conftest.py up the directory tree."""
+        path = info.facts.path
+        dirs = path.split("/")[:-1]
+        candidates = [path] + ["/".join(dirs[:k] + ["conftest.py"]) for k in range(len(dirs), -1, -1)]
+        for cand in candidates:
+            if cand != path:
+                # recorded whether or not it exists: adding or editing that conftest re-binds this file
+                self.deps.add(PATH_DEP + cand)
+            cinfo = self.ws.info.get(cand)
+            if cinfo is None:
+                continue
+            qual = cinfo.top.get(name)
+            if qual is None or not is_fixture(cinfo.defs[qual].decorators):
+                continue
+            self._weaken(RESOLVER_TYPE)
+            return self.apply_call(("sym", symbol_id(cand, qual)), depth + 1)
+        return None
 
     def deref_variable(self, value: Value, depth: int) -> Value:
         """A module/class variable stands for what it was assigned (aliases, singletons)."""

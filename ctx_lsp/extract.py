@@ -322,6 +322,15 @@ _BUILTIN_VALUES = (ast.List, ast.ListComp, ast.Dict, ast.DictComp, ast.Set, ast.
                    ast.GeneratorExp)
 
 
+# The head of a chain naming a pytest fixture: (FIXTURE, name) is the value fixture `name` provides.
+FIXTURE = "<fixture>"
+
+
+def is_fixture(decorators: list[Chain]) -> bool:
+    """`@pytest.fixture`, `@fixture`, `@pytest.fixture(...)`."""
+    return any(c[-1] in ("fixture", "fixture()") for c in decorators)
+
+
 def _value_chain(node: ast.AST | None) -> Chain | None:
     """The chain of an assigned value when it can name a type or symbol (calls and plain names)."""
     if node is None:
@@ -469,6 +478,10 @@ class _Visitor:
                 for name in node.names:
                     self.local_names[-1].discard(name)
                     self.declared_global.add(name)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Yield) and node.value.value is not None:
+            self.expr(node.value)
+            if self.scope and self.scope_kind[-1] == "function" and is_fixture(self.defs_by_qual[self.qual()].decorators):
+                self.note_return(node.value.value)  # a yield fixture's value is what it yields
         elif isinstance(node, ast.Return):
             if node.value is not None:
                 self.expr(node.value)
@@ -645,10 +658,15 @@ class _Visitor:
         saved_global = self.declared_global
         self.declared_global = set()
         self.words.append([node.name])
+        # a test's or fixture's unannotated parameters are pytest fixtures, typed by the fixture's value
+        takes_fixtures = kind == "test" or is_fixture(decorators)
         for a in all_args:
             self.local_names[-1].add(a.arg)
             if a.arg not in d.locals:
-                d.locals[a.arg] = type_chain(a.annotation)
+                typ = type_chain(a.annotation)
+                if typ is None and a.annotation is None and takes_fixtures:
+                    typ = (FIXTURE, a.arg)
+                d.locals[a.arg] = typ
         is_static = any(c[-1] == "staticmethod" for c in decorators)
         if parent_kind == "class" and all_args and not is_static:
             # the first parameter of a method is the instance (or the class for classmethods)

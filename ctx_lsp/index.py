@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctx_lsp.bind import Binder, FileBinding, Workspace, interface_digest
+from ctx_lsp.bind import PATH_DEP, Binder, FileBinding, Workspace, interface_digest
 from ctx_lsp.discovery import FileFilter, discover, read_source
 from ctx_lsp.extract import FileFacts, content_digest, decode_source, extract
 from ctx_lsp.graph import CodeGraph
@@ -258,6 +258,7 @@ class WorkspaceIndex:
         for p, f in changed.items():
             iface_changed = f is None or p not in old_iface or old_iface[p] != interface_digest(f)
             if iface_changed:
+                names.add(PATH_DEP + p)
                 names.update(n for n, path in old_ws.modules.items() if path == p)
                 names.update(n for n, path in ws.modules.items() if path == p)
         if ws is not old_ws:

@@ -45,3 +45,7 @@ def corpus_dir(name: str) -> Path:
         if len(parts) == 2 and parts[0] == name:
             return Path(parts[1])
     pytest.skip(f"corpus {name} not listed by {CORPORA_GET}")
+
+
+# Fixture workspaces hold their own test_*.py and conftest.py files: they are data, never collected.
+collect_ignore_glob = ["fixtures/*"]

@@ -23,6 +23,7 @@ S = "app/services.py::"
 M = "app/models.py::"
 U = "app/util.py::"
 D = "app/sub/deep.py::"
+T = "suite/test_repo.py::"
 
 # (src, dst, kind, resolver or None, snippet of the site line or None)
 MUST_EXIST: list[tuple[str, str, str, str | None, str | None]] = [
@@ -105,6 +106,12 @@ MUST_EXIST: list[tuple[str, str, str, str | None, str | None]] = [
     ("app/nsub/tool.py::tool_fn", M + "Repo", "INSTANTIATES", "ast-import", "return Repo()"),
     ("app/nsub/tool.py", "app/models.py", "IMPORTS", "ast-import", "from ..models import Repo"),
     (S + "namespace_portion", "app/nsub/tool.py::tool_fn", "CALLS", "ast-import", "return tool_fn()"),
+    # pytest fixtures: a test's parameter has the value of the fixture of that name (file, then conftest.py)
+    (T + "test_save", M + "Repo.save", "CALLS", "ast-type", "repo.save()"),
+    (T + "test_yield_fixture", M + "Repo.find", "CALLS", "ast-type", "made.find(1)"),
+    (T + "test_local_fixture", M + "Repo.save", "CALLS", "ast-type", "local_repo.save()"),
+    (T + "TestRepo.test_method", M + "Repo.find", "CALLS", "ast-type", "repo.find(2)"),
+    ("suite/conftest.py::made", M + "make_repo", "CALLS", "ast-import", "yield make_repo()"),
 ]
 
 # (src, dst, kind or None for any kind)
@@ -114,6 +121,9 @@ MUST_NOT_EXIST: list[tuple[str, str, str | None]] = [
     (S + "Worker.run", U + "get", None),
     # a literal's method is the built-in type's
     (S + "literal_receiver", U + "get", None),
+    # a fixture holding a library object; a parametrized argument is no fixture
+    (T + "test_session", U + "get", None),
+    (T + "test_param", M + "Repo.save", None),
     # a parameter shadows the imported name
     (S + "shadowed_param", U + "get", None),
     # same-named methods in unrelated classes never cross-link

@@ -379,6 +379,17 @@ REGRESSIONS = {
          "a.py": "class A:\n    pass\n"},  # what `..a` means once pkg is no longer a package
         "pkg/__init__.py", None,
     ),
+    # a conftest.py appears next to a test: its fixture now types the test's parameter
+    "conftest-created": (
+        {"pkg/__init__.py": "", "pkg/a.py": A_PY, "tests/test_x.py": "def test_it(thing):\n    thing.run()\n"},
+        "tests/conftest.py", "import pytest\nfrom pkg.a import A\n\n\n@pytest.fixture\ndef thing():\n    return A()\n",
+    ),
+    # the fixture in a parent directory's conftest.py changes what it provides
+    "conftest-fixture-changed": (
+        {"pkg/__init__.py": "", "pkg/a.py": A_PY, "tests/unit/test_x.py": "def test_it(thing):\n    thing.run()\n",
+         "tests/conftest.py": "import pytest\nfrom pkg.a import A\n\n\n@pytest.fixture\ndef thing():\n    yield A()\n"},
+        "tests/conftest.py", "import pytest\nfrom pkg.a import B\n\n\n@pytest.fixture\ndef thing():\n    yield B()\n",
+    ),
 }
 
 
