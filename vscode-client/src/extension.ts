@@ -194,7 +194,7 @@ class ServerManager implements vscode.Disposable {
       client.onNotification('ctx/indexUpdated', (s: IndexStatus) => {
         this.status.progress = undefined;
         this.status.update(s);
-        this.poll(s?.indexing ? 1500 : 15000);
+        this.poll(s?.indexing ? 1500 : 60000);
       }),
     );
     this.log(`Starting: ${[py.command, ...args].join(' ')} with ${JSON.stringify(initOptions)}`);
@@ -215,33 +215,20 @@ class ServerManager implements vscode.Disposable {
     this.poll(200);
   }
 
-  /** Work-done progress (title "ctx-lsp: indexing") -> status bar + window progress. */
+  /** Work-done progress (title "ctx-lsp: indexing") -> the status bar item (percentage, message). */
   private trackProgress(client: LanguageClient): void {
     client.onRequest(WorkDoneProgressCreateRequest.type, (params) => {
-      let finish: (() => void) | undefined;
-      let report: ((v: { message?: string; increment?: number }) => void) | undefined;
-      let last = 0;
       const sub = client.onProgress(WorkDoneProgress.type, params.token, (v: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd) => {
         if (v.kind === 'begin') {
           this.status.progress = { message: v.message ?? v.title, percentage: v.percentage };
-          this.status.update();
-          void vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: v.title }, (p) => {
-            report = (x) => p.report(x);
-            return new Promise<void>((resolve) => (finish = resolve));
-          });
         } else if (v.kind === 'report') {
           this.status.progress = { message: v.message ?? this.status.progress?.message, percentage: v.percentage ?? this.status.progress?.percentage };
-          this.status.update();
-          const inc = v.percentage !== undefined ? Math.max(0, v.percentage - last) : undefined;
-          if (v.percentage !== undefined) last = v.percentage;
-          report?.({ message: v.message, increment: inc });
         } else {
           this.status.progress = undefined;
-          this.status.update();
-          finish?.();
           sub.dispose();
           this.poll(100);
         }
+        this.status.update();
       });
     });
   }
@@ -255,7 +242,7 @@ class ServerManager implements vscode.Disposable {
       try {
         const s = (await this.execute('ctx.indexStatus', {})) as IndexStatus;
         this.status.update(s);
-        this.poll(s?.indexing || this.status.progress ? 1500 : 15000);
+        this.poll(s?.indexing || this.status.progress ? 1500 : 60000);
       } catch (e) {
         this.log(`ctx.indexStatus failed: ${e instanceof Error ? e.message : e}`);
         this.poll(5000);

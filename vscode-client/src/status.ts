@@ -49,7 +49,8 @@ export function statusView(s: IndexStatus | undefined, progress?: { message?: st
   tooltip.push('Click for actions');
   if (s.indexing || progress) {
     const pct = progress?.percentage !== undefined ? ` ${Math.round(progress.percentage)}%` : '';
-    return { text: `$(sync~spin) ctx: indexing${pct}… ${plural(files, 'file')}`, tooltip: tooltip.join('\n'), warning: false, busy: true };
+    if (progress?.message) tooltip.unshift(`Indexing: ${progress.message}`);
+    return { text: `$(sync~spin) ctx: indexing${pct}…${files ? ' ' + plural(files, 'file') : ''}`, tooltip: tooltip.join('\n'), warning: false, busy: true };
   }
   const stale = s.stale ? ` · $(warning) stale${dirty.length ? ` (${dirty.length})` : ''}` : '';
   return { text: `$(database) ctx: ${plural(files, 'file')} · ${plural(edges, 'edge')}${stale}`, tooltip: tooltip.join('\n'), warning: !!s.stale, busy: false };

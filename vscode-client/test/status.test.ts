@@ -16,5 +16,8 @@ test('statusView: stale and indexing', () => {
   assert.match(stale.tooltip, /Stale: a\.py/);
   assert.match(statusView({ files: 3, indexing: true }).text, /ctx: indexing… 3 files/);
   assert.match(statusView(undefined, { percentage: 42.4 }).text, /ctx: indexing 42%…/);
+  const busy = statusView({ files: 0, indexing: false }, { percentage: 10, message: 'ws: parsing 1/10' });
+  assert.equal(busy.text, '$(sync~spin) ctx: indexing 10%…');
+  assert.match(busy.tooltip, /^Indexing: ws: parsing 1\/10/);
   assert.equal(edgeTotal({ edges: 7 }), 7);
 });
