@@ -26,8 +26,8 @@ def params_object(method: str, args: tuple[Any, ...] | list[Any] | dict[str, Any
     if len(args) > 1:
         raise invalid(f"{method} takes one params object argument, got {len(args)} arguments")
     obj = args[0]
-    if obj is None:
-        return {}
+    if obj is None or obj == []:
+        return {}  # Lua clients encode an empty table `{}` as `[]`
     if not isinstance(obj, dict):
         raise invalid(f"{method}: the argument must be a params object, got {type(obj).__name__}")
     return obj

@@ -1,0 +1,90 @@
+-- Drives a real headless Neovim against ctx-lsp: loads the README's configuration (CTX_NVIM_CONFIG),
+-- opens a file of the fixture workspace, runs :CtxContext, a call-hierarchy round trip and
+-- ctx.getContext, and writes what came back as JSON to CTX_NVIM_OUT. pytest asserts on that file.
+local out_path = assert(os.getenv('CTX_NVIM_OUT'))
+local result = { errors = {} }
+
+local function finish()
+  local f = assert(io.open(out_path, 'w'))
+  f:write(vim.json.encode(result))
+  f:close()
+  vim.cmd('qa!')
+end
+
+local function fail(msg)
+  table.insert(result.errors, msg)
+  finish()
+end
+
+local ok, err = pcall(function()
+  dofile(assert(os.getenv('CTX_NVIM_CONFIG')))
+  vim.cmd.edit(assert(os.getenv('CTX_NVIM_FILE')))
+  vim.bo.filetype = 'python'  -- -u NONE: no filetype detection
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client
+  if not vim.wait(30000, function()
+    client = vim.lsp.get_clients({ bufnr = bufnr, name = 'ctx_lsp' })[1]
+    return client ~= nil and client.initialized
+  end, 50) then
+    return fail('ctx_lsp did not attach')
+  end
+  result.offset_encoding = client.offset_encoding
+  result.root_dir = client.root_dir
+
+  local function exec(command, args)
+    local resp = client:request_sync('workspace/executeCommand', { command = command, arguments = { args } }, 20000, bufnr)
+    if not resp then error(command .. ': no response') end
+    if resp.err then error(command .. ': ' .. vim.inspect(resp.err)) end
+    return resp.result
+  end
+
+  -- wait for the first indexing to finish
+  local status
+  if not vim.wait(60000, function()
+    status = exec('ctx.indexStatus', {})
+    return status.indexing == false
+  end, 100) then
+    return fail('indexing did not finish')
+  end
+  result.status = { files = status.files, stale = status.stale }
+
+  -- the README's :CtxContext command fills the quickfix list
+  vim.cmd('CtxContext who calls checkout')
+  vim.wait(20000, function() return #vim.fn.getqflist() > 0 end, 50)
+  result.quickfix = {}
+  for _, q in ipairs(vim.fn.getqflist()) do
+    table.insert(result.quickfix, { file = vim.api.nvim_buf_get_name(q.bufnr), lnum = q.lnum, text = q.text })
+  end
+
+  vim.cmd('cclose')  -- back to the source window
+  local win = vim.fn.bufwinid(bufnr)
+  vim.api.nvim_set_current_win(win)
+
+  local pack = exec('ctx.getContext', { query = 'who calls checkout', budget = 800 })
+  result.pack = { budget = pack.budget, tokens = pack.tokens, symbols = {} }
+  for _, it in ipairs(pack.items) do table.insert(result.pack.symbols, it.symbol) end
+
+  -- incoming calls of the function under the cursor: the cursor on the call of open_inventory()
+  -- that follows "café 😀 — naïve" on the same line (byte column in Neovim, utf-8 on the wire)
+  local lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+  for i, l in ipairs(lines) do
+    local s = l:find('open_inventory()', 1, true)
+    if s and l:find('naïve', 1, true) then
+      vim.api.nvim_win_set_cursor(win, { i, s - 1 + 5 })  -- inside the name
+      result.cursor = { line = i - 1, byte = s - 1 + 5 }
+    end
+  end
+  local params = vim.lsp.util.make_position_params(win, client.offset_encoding)
+  local prep = client:request_sync('textDocument/prepareCallHierarchy', params, 20000, bufnr)
+  if not prep or prep.err or not prep.result or #prep.result == 0 then
+    return fail('prepareCallHierarchy: ' .. vim.inspect(prep))
+  end
+  result.prepared = prep.result[1].name
+  local calls = client:request_sync('callHierarchy/incomingCalls', { item = prep.result[1] }, 20000, bufnr)
+  result.incoming = {}
+  for _, c in ipairs(calls.result or {}) do
+    table.insert(result.incoming, { name = c.from.name, ranges = c.fromRanges })
+  end
+  finish()
+end)
+if not ok then fail(tostring(err)) end
