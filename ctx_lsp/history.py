@@ -840,6 +840,7 @@ class History:
         shas = [ch.commit.sha for ch in self.changes(node_id)]
         is_file = node.qualname is None
         counts: dict[str, list[str]] = {}
+        weight: dict[str, float] = {}
         for sha in shas:
             touched = g.out_edges(commit_id(sha), [EdgeKind.TOUCHED.value])
             if len(touched) > CO_CHANGE_MAX_TOUCHED:
@@ -856,7 +857,9 @@ class History:
                     continue
                 seen.add(other.id)
                 counts.setdefault(other.id, []).append(sha)
-        ranked = sorted(counts.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+                # ties go to pairs that changed together in small commits (stronger coupling)
+                weight[other.id] = weight.get(other.id, 0.0) + 1.0 / len(touched)
+        ranked = sorted(counts.items(), key=lambda kv: (-len(kv[1]), -weight[kv[0]], kv[0]))
         return [(k, len(v), v) for k, v in ranked[:n]]
 
     def search_commits(self, query: str, n: int = 10) -> list[tuple[Commit, float]]:
@@ -886,16 +889,18 @@ class History:
         Returns [(node id, score, sha)], best first; a symbol touched by several matching commits
         keeps its best score. File nodes are left out (their symbols carry the signal)."""
         g = self.index.graph
-        best: dict[str, tuple[float, str]] = {}
+        best: dict[str, tuple[float, str, int]] = {}
         for c, score in self.search_commits(query, n=max(n, 10)):
             for e in g.out_edges(c.node_id, [EdgeKind.TOUCHED.value]):
                 target = g.node(e.dst)
                 if target is None or target.qualname is None:
                     continue
-                if e.dst not in best or score > best[e.dst][0]:
-                    best[e.dst] = (score, c.sha)
-        ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))
-        return [(k, s, sha) for k, (s, sha) in ranked[:n]]
+                owned = next((int(x[6:]) for x in e.extra if x.startswith("blame=")), 0)
+                if e.dst not in best or (score, owned) > best[e.dst][::2]:
+                    best[e.dst] = (score, c.sha, owned)
+        # within one commit, symbols whose lines it still owns the most come first
+        ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], -kv[1][2], kv[0]))
+        return [(k, s, sha) for k, (s, sha, _owned) in ranked[:n]]
 
 
 def _nested(inner: str | None, outer: str | None) -> bool:
