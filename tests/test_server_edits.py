@@ -286,3 +286,13 @@ async def test_clean_shutdown_and_nothing_written_outside_the_cache(bare: Langua
     assert tree(ws) == before  # the server never writes into the workspace
     assert "index.msgpack" in [p.name for p in (tmp_path / "cache").glob("*/*")]
     assert not default_cache_dir(ws).exists()  # nor in the default per-user cache
+
+
+def test_didchange_latency_benchmark_drives_the_real_server(tmp_path: Path) -> None:
+    from benchmark_gen.lsp_latency import didchange_latency
+
+    ws = copy_workspace(tmp_path / "ws")
+    got = didchange_latency(ws, tmp_path / "cache", edits=3)
+    assert got["didchange_n"] == 3
+    assert 0 < got["didchange_p50_ms"] <= got["didchange_p95_ms"]
+    assert (ws / "shop/service.py").read_text(encoding="utf-8") == (FIXTURE / "shop/service.py").read_text(encoding="utf-8")
