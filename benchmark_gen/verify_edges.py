@@ -382,6 +382,15 @@ class Judge:
         hop = await self.follow_alias(locs)
         if hop and self.matches(hop, e.dst):
             return self.verdict(e, AGREE, "", locs + hop, note="through an alias variable")
+        if e.kind == EdgeKind.INSTANTIATES.value and import_pos is None:
+            # `self.factory_class(...)` with `factory_class: type[X]`: the declared type decides what is built
+            async with self.sem:
+                try:
+                    typed = await self.oracle.type_definition(self.ws.root / e.path, line - 1, col)
+                except (asyncio.TimeoutError, RuntimeError):
+                    typed = []
+            if typed and self.matches(typed, e.dst):
+                return self.verdict(e, AGREE, "", locs + typed, note="through the declared type")
         if all(self.ws.rel_of(loc) is not None and self.ws.node_at(loc) is None for loc in locs):
             # pyright stops at a parameter/local (`tag_class: type[JSONTag]`, `cls`): its declared type decides
             async with self.sem:
