@@ -116,8 +116,9 @@ try {
   const ready = page.locator('.monaco-workbench .part.statusbar .statusbar-item', { hasText: /ctx: \d+ files? · \d+ edges?/ }).first();
   const failed = page.locator('.monaco-workbench .part.statusbar .statusbar-item', { hasText: 'ctx: not running' }).first();
   const which = await Promise.race([
-    ready.waitFor({ timeout }).then(() => 'ready'),
-    failed.waitFor({ timeout }).then(() => 'failed'),
+    ready.waitFor({ timeout }).then(() => 'ready', () => 'timeout'),
+    // (the loser of the race must not reject later, unhandled)
+    failed.waitFor({ timeout }).then(() => 'failed', () => new Promise(() => {})),
   ]);
   if (which !== 'ready') {
     throw new Error(`the server did not start; notifications: ${JSON.stringify(await notificationTexts())}`);
@@ -272,6 +273,14 @@ try {
     if (!(await toast.locator('.monaco-button', { hasText: 'Install ctx-lsp' }).count())) throw new Error('the notification has no "Install ctx-lsp" action');
     await page.locator('.monaco-workbench .part.statusbar .statusbar-item', { hasText: 'ctx: not running' }).first().waitFor({ timeout: 10000 });
     await shot('vscode-missing-ctx-lsp.png', false);
+    // The action runs `<python> -m pip install ctx-lsp` in a terminal (here it fails at once:
+    // this interpreter has no pip, so nothing is downloaded) and offers a restart.
+    await toast.locator('.monaco-button', { hasText: 'Install ctx-lsp' }).click();
+    await page.locator('.notifications-toasts', { hasText: 'when the installation in the terminal has finished' }).first().waitFor({ timeout: 15000 });
+    await page.locator('.part.panel', { hasText: 'Install ctx-lsp' }).first().waitFor({ timeout: 15000 });
+    log('"Install ctx-lsp" opened the "Install ctx-lsp" terminal');
+    await page.waitForTimeout(1500);
+    await shot('vscode-install-terminal.png', false);
     step = 'restore interpreter';
     writeFileSync(opt['settings-file'], original);
     await ready.waitFor({ timeout });
