@@ -95,6 +95,8 @@ def attach_coverage(index: WorkspaceIndex) -> TestCoverage:
     if tc is None:
         tc = TestCoverage(index)
         _ATTACHED[index] = tc
+    elif tc.state is not None:
+        index.extra_state[STATE_KEY] = tc.state  # the index may have reloaded its extra_state dict
     return tc
 
 

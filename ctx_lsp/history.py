@@ -409,6 +409,8 @@ def attach_history(index: WorkspaceIndex, sync: bool = True) -> History:
     if h is None:
         h = History(index)
         _ATTACHED[index] = h
+    else:
+        index.extra_state[STATE_KEY] = h.state  # the index may have reloaded its extra_state dict
     if sync:
         h.sync()
         if h.unsaved:
@@ -623,11 +625,12 @@ class History:
         if GIT_KEY in g.file_nodes:
             g.set_file(GIT_KEY, [])
             del g.file_nodes[GIT_KEY]
-        had = bool(self.state.get("head")) or self.state.get("reason") != reason
+        had = bool(self.state.get("head"))
         self.state.update(head=None, reason=reason, commits={}, files={},
                           log={"head": None, "complete": False, "files": {}})
         self.commits = {}
-        if had:
+        self.index.extra_state[STATE_KEY] = self.state
+        if had:  # drop the old history from the cache too
             self._persist()
 
     def _line_owners(self, path: str) -> tuple[list[str], list[Node]]:
