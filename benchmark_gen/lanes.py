@@ -5,7 +5,7 @@ CTX lane (relation = trigger type):
 - `concept`: "Which code deals with WORD?" for an identifier sub-word that names symbols in 2-5
   non-test files -> those symbols.
 - `temporal`: a simulated session; earlier queries (field `session`) look at a symbol, the final query
-  refers back to it without naming it ("And which code invokes it?") -> its callers.
+  refers back to it without naming it ("And who calls it?") -> its callers.
 - `implicit`: "What does this module depend on?" with the module in field `path` -> its import closure
   to depth 2 (workspace files only, the module itself excluded).
 
@@ -115,8 +115,8 @@ def ctx_lane(ctx: Context, per: int, record: Record) -> list[dict[str, Any]]:
             if 1 <= len(gold) <= MAX_GOLD:
                 cands.append((n, gold))
     for n, gold in ctx.sample(cands, lambda it: it[0], per):
-        session = [f"Show me `{n.qualname}` in `{n.path}`", f"What does `{n.name}` invoke?"]
-        out.append(record("ctx", "temporal", "natural", "And which code invokes it?", n.id, gold,
+        session = [f"Show me `{n.qualname}` in `{n.path}`", f"What does `{n.name}` call?"]
+        out.append(record("ctx", "temporal", "natural", "And who calls it?", n.id, gold,
                           sorted({s["path"] for s in gold}), session=session))
     # implicit: a module's import closure to depth 2
     modules: list[tuple[str, set[str]]] = []

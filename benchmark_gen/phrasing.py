@@ -20,15 +20,17 @@ from ctx_lsp.model import Node
 
 # Questions per relation. `{t}` is the target phrase; kind-specific variants keep the English right.
 TEMPLATES: dict[str, dict[str, str]] = {
-    "callers": {"*": "Which code invokes {t}?"},
-    "callees": {"*": "What does {t} invoke?"},
-    "implementations": {"class": "Which classes derive from {t}?", "*": "Which methods override {t}?"},
-    "references": {"*": "Where is {t} used?"},
+    # the wording of the issue that specifies the benchmark ("who calls X", "what must change if X's
+    # signature changes", "what changed in X recently"); paraphrases are a separate experiment
+    "callers": {"*": "Who calls {t}?"},
+    "callees": {"*": "What does {t} call?"},
+    "implementations": {"class": "Which classes subclass {t}?", "*": "Which methods override {t}?"},
+    "references": {"*": "Where is {t} referenced?"},
     "importers": {"*": "Which files import {t}?"},
-    "instantiations": {"*": "Where are instances of {t} created?"},
+    "instantiations": {"*": "Where is {t} instantiated?"},
     "impact": {"*": "What must change if the signature of {t} changes?"},
-    "tests": {"*": "Which tests exercise {t}?"},
-    "history": {"*": "What changed recently in {t}?"},
+    "tests": {"*": "Which tests cover {t}?"},
+    "history": {"*": "What changed in {t} recently?"},
 }
 
 KIND_WORD = {"class": "class", "function": "function", "method": "method", "test": "test function",

@@ -98,6 +98,7 @@ class Corpus:
         self.file_tokens = {p: self.count_tokens(self.text[p]) for p in self.paths}
         self.total_tokens = sum(self.file_tokens.values())
         self.file_bm25 = BM25Okapi([code_tokens(self.text[p]) or ["\0"] for p in self.paths])
+        self._span_tokens: dict[tuple[str, int, int], int] = {}
         self.chunks: list[tuple[str, int, int]] = []
         docs = []
         g = self.index.graph
@@ -128,7 +129,10 @@ class Corpus:
     def span_tokens(self, p: str, s: int, e: int) -> int:
         if s <= 1 and e >= len(self.lines[p]):
             return self.file_tokens[p]
-        return self.count_tokens("\n".join(self.lines[p][s - 1:e]))
+        key = (p, s, e)
+        if key not in self._span_tokens:
+            self._span_tokens[key] = self.count_tokens("\n".join(self.lines[p][s - 1:e]))
+        return self._span_tokens[key]
 
     def file_item(self, p: str) -> tuple[str, int, int]:
         return (p, 1, max(len(self.lines[p]), 1))

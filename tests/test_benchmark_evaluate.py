@@ -70,8 +70,8 @@ def test_engine_rows_run_with_feature_switches(strategies: Strategies) -> None:
 
 
 def test_temporal_session_is_replayed_only_for_the_engine(strategies: Strategies) -> None:
-    question = q("And which code invokes it?", session=["Show me `compute_price` in `shop/pricing.py`",
-                                                        "What does `compute_price` invoke?"])
+    question = q("And who calls it?", session=["Show me `compute_price` in `shop/pricing.py`",
+                                                "What does `compute_price` call?"])
     # the lexical baseline sees the session text joined to the question
     joined = strategies.run("bm25_files", question).files
     assert "shop/pricing.py" in joined[:2]

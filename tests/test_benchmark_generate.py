@@ -70,9 +70,9 @@ def test_gold_equals_hand_written_expectation(records: list[dict[str, Any]], rel
 
 def test_phrasings_name_the_target_as_specified(records: list[dict[str, Any]]) -> None:
     assert find(records, "relation", "callers", "shop/pricing.py::apply_tax", "qualified")["question"] == \
-        "Which code invokes `shop.pricing.apply_tax`?"
+        "Who calls `shop.pricing.apply_tax`?"
     assert find(records, "relation", "callers", "shop/pricing.py::apply_tax", "short")["question"] == \
-        "Which code invokes `apply_tax` in `shop/pricing.py`?"
+        "Who calls `apply_tax` in `shop/pricing.py`?"
     nameless = find(records, "relation", "callers", "shop/pricing.py::apply_tax", "nameless")["question"]
     assert "Scale an amount by a value added rate" in nameless and "apply" not in nameless.lower()
 
