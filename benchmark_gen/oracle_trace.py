@@ -254,10 +254,8 @@ class CodeMapper:
                     return nid
         if key.name in SYNTHETIC:
             return self.innermost(key.path, key.first_line)
-        nid = self.by_start.get((key.path, key.first_line, key.name))
-        if nid is None:
-            nid = self.by_line.get((key.path, key.first_line, key.name))
-        return nid
+        found = self.by_start.get((key.path, key.first_line, key.name))
+        return found if found is not None else self.by_line.get((key.path, key.first_line, key.name))
 
     def innermost(self, path: str, line: int) -> str | None:
         best: tuple[int, str] | None = None

@@ -737,12 +737,12 @@ async def static_recall(judge: Judge, ws: Workspace, n: int, seed: int) -> dict[
             examples.setdefault(pattern, miss)
     out: dict[str, Any] = {"counts": dict(sorted(counts.items())), "hits_by_resolver": dict(sorted(hits_by_resolver.items()))}
     for kind in CALL_KINDS:
-        exp, found = counts[f"{kind} expected"], counts[f"{kind} found"]
-        out[kind] = {"expected": exp, "found": found, "recall": (found / exp) if exp else None,
-                     "ci": list(wilson(found, exp))}
+        exp, got = counts[f"{kind} expected"], counts[f"{kind} found"]
+        out[kind] = {"expected": exp, "found": got, "recall": (got / exp) if exp else None,
+                     "ci": list(wilson(got, exp))}
     exp = sum(counts[f"{k} expected"] for k in CALL_KINDS)
-    found = sum(counts[f"{k} found"] for k in CALL_KINDS)
-    out["all"] = {"expected": exp, "found": found, "recall": (found / exp) if exp else None, "ci": list(wilson(found, exp))}
+    got = sum(counts[f"{k} found"] for k in CALL_KINDS)
+    out["all"] = {"expected": exp, "found": got, "recall": (got / exp) if exp else None, "ci": list(wilson(got, exp))}
     out["patterns"] = [{"pattern": p, "count": c, "example": examples[p]} for p, c in _top(patterns)]
     out["misses"] = misses
     return out
@@ -955,13 +955,13 @@ def dynamic_recall(ws: Workspace, calls: list[Any], binder: Binder) -> dict[str,
     out: dict[str, Any] = {"excluded": dict(sorted(excluded.items())),
                            "hits_by_resolver": dict(sorted(hits_by_resolver.items()))}
     for group in (*groups, "all"):
-        sel = groups if group == "all" else (group,)
+        sel: tuple[str, ...] = groups if group == "all" else (group,)
         n = sum(counts[f"{g} pairs"] for g in sel)
-        how = {h: sum(counts[f"{g} {h}"] for g in sel)
-               for h in (FOUND_DIRECT, FOUND_DECORATOR, FOUND_DISPATCH, FOUND_REFERENCE)}
-        strict = how[FOUND_DIRECT]
-        graph = sum(how.values())
-        out[group] = {"pairs": n, "found": how, "recall_strict": strict / n if n else None,
+        by_how = {h: sum(counts[f"{g} {h}"] for g in sel)
+                  for h in (FOUND_DIRECT, FOUND_DECORATOR, FOUND_DISPATCH, FOUND_REFERENCE)}
+        strict = by_how[FOUND_DIRECT]
+        graph = sum(by_how.values())
+        out[group] = {"pairs": n, "found": by_how, "recall_strict": strict / n if n else None,
                       "ci_strict": list(wilson(strict, n)), "recall": graph / n if n else None,
                       "ci": list(wilson(graph, n))}
     out["patterns"] = [{"pattern": p, "count": c, "example": examples[p]} for p, c in _top(patterns)]
@@ -978,7 +978,7 @@ def summarize_precision(verdicts: list[Verdict], population: dict[tuple[str, str
     by_stratum: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for v in verdicts:
         by_stratum[(v.kind, v.resolver)][v.status] += 1
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (kind, resolver), pop in sorted(population.items()):
         if kind not in CHECKED_KINDS:
             continue
@@ -992,16 +992,16 @@ def summarize_precision(verdicts: list[Verdict], population: dict[tuple[str, str
     combined = []
     for kind in CHECKED_KINDS:
         for fam in (None, "ast-*", "jedi"):
-            sel = [r for r in rows if r["kind"] == kind and (fam is None or resolver_family(r["resolver"]) == fam)]
-            if not sel or (fam is not None and not any(r["edges"] for r in sel)):
+            chosen = [r for r in rows if r["kind"] == kind and (fam is None or resolver_family(r["resolver"]) == fam)]
+            if not chosen or (fam is not None and not any(r["edges"] for r in chosen)):
                 continue
-            est = stratified([(r["edges"], r["agree"], r["agree"] + r["disagree"]) for r in sel])
+            est = stratified([(r["edges"], r["agree"], r["agree"] + r["disagree"]) for r in chosen])
             combined.append({
-                "kind": kind, "resolvers": fam or "all", "edges": sum(r["edges"] for r in sel),
-                "sampled": sum(r["sampled"] for r in sel), "agree": sum(r["agree"] for r in sel),
-                "disagree": sum(r["disagree"] for r in sel),
-                "oracle_unresolved": sum(r["oracle_unresolved"] for r in sel),
-                "skipped": sum(r["skipped"] for r in sel), "precision": est["precision"], "ci": est["ci"],
+                "kind": kind, "resolvers": fam or "all", "edges": sum(r["edges"] for r in chosen),
+                "sampled": sum(r["sampled"] for r in chosen), "agree": sum(r["agree"] for r in chosen),
+                "disagree": sum(r["disagree"] for r in chosen),
+                "oracle_unresolved": sum(r["oracle_unresolved"] for r in chosen),
+                "skipped": sum(r["skipped"] for r in chosen), "precision": est["precision"], "ci": est["ci"],
             })
     patterns: Counter[str] = Counter()
     examples: dict[str, Verdict] = {}
