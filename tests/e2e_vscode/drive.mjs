@@ -225,8 +225,22 @@ try {
   if (await lens.waitFor({ timeout: 10000 }).then(() => true, () => false)) {
     const lensTexts = await page.locator('.editor-group-container.active .monaco-editor .codelens-decoration').allInnerTexts();
     log(`code lenses: ${JSON.stringify(lensTexts)}`);
+    // Click a lens that is fully inside the editor's viewport (one at the top edge may sit under
+    // the tab bar).
+    const box = await page.locator('.editor-group-container.active .monaco-editor .overflow-guard').first().boundingBox();
+    const anchors = page.locator('.editor-group-container.active .monaco-editor .codelens-decoration a', { hasNotText: /^\s*$/ });
+    let target;
+    for (let i = 0; i < (await anchors.count()); i++) {
+      const b = await anchors.nth(i).boundingBox();
+      if (b && box && b.y >= box.y + 4 && b.y + b.height <= box.y + box.height - 4) {
+        target = anchors.nth(i);
+        break;
+      }
+    }
+    if (!target) throw new Error('no code lens inside the editor viewport');
+    log(`clicking the lens "${(await target.innerText()).trim()}"`);
     const before = await seqNow();
-    await lens.click();
+    await target.click();
     if (!(await waitSeq(before, 30000))) throw new Error('clicking a code lens did not show a context pack');
     log('code lens opened the context view');
   } else {
