@@ -24,6 +24,7 @@ DEFAULT_MAX_BYTES = 1_000_000
 class Discovery:
     files: dict[str, Path] = field(default_factory=dict)  # workspace-relative POSIX path -> absolute path
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    stats: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (size, mtime_ns) when listed
 
 
 @dataclass(frozen=True)
@@ -36,10 +37,10 @@ class FileFilter:
         return pathspec.PathSpec.from_lines("gitwildmatch", patterns) if patterns else None
 
 
-def _gitignore(dirpath: Path) -> list[str]:
-    f = dirpath / ".gitignore"
+def _gitignore(dirpath: str) -> list[str]:
     try:
-        return f.read_text(encoding="utf-8", errors="replace").splitlines()
+        with open(os.path.join(dirpath, ".gitignore"), encoding="utf-8", errors="replace") as f:
+            return f.read().splitlines()
     except OSError:
         return []
 
@@ -49,27 +50,36 @@ def is_binary(head: bytes) -> bool:
 
 
 def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
-    """Walk `root` and list the Python files to index, deterministically ordered."""
+    """Walk `root` and list the Python files to index, deterministically ordered.
+
+    Works on strings from os.scandir (no Path per entry: this runs on every warm start) and keeps each
+    found file's (size, mtime_ns) from the directory entry, so a warm start needs no second stat.
+    """
     flt = flt or FileFilter()
     root = root.resolve()
+    root_s = str(root)
+    cut = len(root_s) + 1
     include = flt.spec(flt.include)
     exclude = flt.spec(flt.exclude)
     out = Discovery()
     # stack of (dir, [(base_rel, spec)]) so nested .gitignore files apply below their directory
-    stack: list[tuple[Path, list[tuple[str, pathspec.PathSpec]]]] = []
-    root_ignore = _gitignore(root)
+    stack: list[tuple[str, list[tuple[str, pathspec.PathSpec]]]] = []
+    root_ignore = _gitignore(root_s)
     specs0 = [("", pathspec.PathSpec.from_lines("gitwildmatch", root_ignore))] if root_ignore else []
-    stack.append((root, specs0))
-    found: list[tuple[str, Path]] = []
+    stack.append((root_s, specs0))
+    found: list[tuple[str, str, tuple[int, int] | None]] = []
     while stack:
         dirpath, specs = stack.pop()
         try:
-            entries = sorted(os.scandir(dirpath), key=lambda e: e.name)
+            with os.scandir(dirpath) as it:
+                entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
-            out.skipped.append((_rel(root, dirpath), f"unreadable directory: {exc.strerror}"))
+            out.skipped.append((dirpath[cut:], f"unreadable directory: {exc.strerror}"))
             continue
         for entry in entries:
-            rel = _rel(root, Path(entry.path))
+            rel = entry.path[cut:]
+            if os.sep != "/":
+                rel = rel.replace(os.sep, "/")
             try:
                 is_link = entry.is_symlink()
                 is_dir = entry.is_dir(follow_symlinks=False)
@@ -78,44 +88,58 @@ def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
             if is_dir:
                 if entry.name in SKIP_DIRS or entry.name.endswith(".egg-info"):
                     continue
-                if (Path(entry.path) / "pyvenv.cfg").exists():
+                if os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
                     continue  # a virtual environment under another name
                 if _ignored(specs, rel + "/"):
                     continue
                 if exclude is not None and exclude.match_file(rel + "/"):
                     continue
-                sub_ignore = _gitignore(Path(entry.path))
+                sub_ignore = _gitignore(entry.path)
                 sub_specs = specs + ([(rel + "/", pathspec.PathSpec.from_lines("gitwildmatch", sub_ignore))]
                                      if sub_ignore else [])
-                stack.append((Path(entry.path), sub_specs))
+                stack.append((entry.path, sub_specs))
+                continue
+            if not entry.name.endswith(".py"):
+                if is_link and _is_dir_link(entry) and not _ignored(specs, rel + "/"):
+                    out.skipped.append((rel, "symlinked directory not followed"))
                 continue
             if is_link:
                 try:
                     target = Path(entry.path).resolve(strict=True)
                 except (OSError, RuntimeError):
-                    if entry.name.endswith(".py"):
-                        out.skipped.append((rel, "broken or looping symlink"))
+                    out.skipped.append((rel, "broken or looping symlink"))
                     continue
                 if target.is_dir():
                     if not _ignored(specs, rel + "/"):
                         out.skipped.append((rel, "symlinked directory not followed"))
                     continue
                 if not _inside(root, target):
-                    if entry.name.endswith(".py"):
-                        out.skipped.append((rel, "symlink leaves the workspace"))
+                    out.skipped.append((rel, "symlink leaves the workspace"))
                     continue
-            if not entry.name.endswith((".py", ".pyi")) or entry.name.endswith(".pyi"):
-                continue
             if _ignored(specs, rel):
                 continue
             if include is not None and not include.match_file(rel):
                 continue
             if exclude is not None and exclude.match_file(rel):
                 continue
-            found.append((rel, Path(entry.path)))
-    for rel, path in sorted(found):
-        out.files[rel] = path
+            try:
+                st = entry.stat()
+                stat: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
+            except OSError:
+                stat = None
+            found.append((rel, entry.path, stat))
+    for rel, path, stat in sorted(found):
+        out.files[rel] = Path(path)
+        if stat is not None:
+            out.stats[rel] = stat
     return out
+
+
+def _is_dir_link(entry: os.DirEntry) -> bool:  # type: ignore[type-arg]
+    try:
+        return entry.is_dir()  # follows the link; a loop raises
+    except OSError:
+        return False
 
 
 def _ignored(specs: list[tuple[str, pathspec.PathSpec]], rel: str) -> bool:
@@ -125,10 +149,6 @@ def _ignored(specs: list[tuple[str, pathspec.PathSpec]], rel: str) -> bool:
         if spec.match_file(rel[len(base):]):
             return True
     return False
-
-
-def _rel(root: Path, path: Path) -> str:
-    return path.relative_to(root).as_posix() if path != root else ""
 
 
 def _inside(root: Path, path: Path) -> bool:

@@ -43,6 +43,55 @@ class CodeGraph:
         self.file_nodes[path] = new_ids
         self.revision += 1
 
+    def bulk_load(self, nodes_by_file: dict[str, list[Node]], edges_by_file: dict[str, list[Edge]]) -> None:
+        """Fill an empty graph in one go (warm start): the same result as set_file for every file, then
+        set_edges for every file, without the per-call bookkeeping."""
+        if self.file_nodes or self.file_edges or self.g.number_of_nodes():
+            for path in sorted(nodes_by_file):
+                self.set_file(path, nodes_by_file[path])
+            for path in sorted(edges_by_file):
+                self.set_edges(path, edges_by_file[path])
+            self.relink()
+            return
+        g = self.g
+        by_name = self.by_name
+        # Straight into networkx's adjacency dicts, mirroring MultiDiGraph.add_node/add_edge with the
+        # default dict factories: add_edges_from costs ~30 us per edge, this ~1 (160k edges on Django).
+        fast = all(f is dict for f in (g.adjlist_inner_dict_factory, g.node_attr_dict_factory,
+                                       g.edge_key_dict_factory, g.edge_attr_dict_factory))
+        node, succ, pred = g._node, g._succ, g._pred
+        for path in sorted(nodes_by_file):
+            nodes = nodes_by_file[path]
+            for n in nodes:
+                if fast:
+                    if n.id not in node:
+                        succ[n.id] = {}
+                        pred[n.id] = {}
+                    node[n.id] = {"n": n}
+                else:
+                    g.add_node(n.id, n=n)
+                by_name.setdefault(n.name.lower(), set()).add(n.id)
+            self.file_nodes[path] = [n.id for n in nodes]
+        for path in sorted(edges_by_file):
+            edges = list(edges_by_file[path])
+            self.file_edges[path] = edges
+            for e in edges:
+                if e.src not in node or e.dst not in node:
+                    continue
+                if not fast:
+                    g.add_edge(e.src, e.dst, key=e.kind, e=e)
+                    continue
+                out = succ[e.src]
+                keydict = out.get(e.dst)
+                if keydict is None:
+                    keydict = out[e.dst] = {}
+                    pred[e.dst][e.src] = keydict
+                keydict[e.kind] = {"e": e}
+        clear = getattr(nx, "_clear_cache", None)
+        if clear is not None:
+            clear(g)  # cached views (g.adj, g.succ, ...) must not outlive direct writes
+        self.revision += 1
+
     def _unindex(self, n: Node) -> None:
         ids = self.by_name.get(n.name.lower())
         if ids is not None:

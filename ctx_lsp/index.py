@@ -95,11 +95,15 @@ def _decode_cache(cached: dict[str, Any]) -> tuple[dict[str, FileFacts], dict[st
         facts: dict[str, FileFacts] = {}
         binds: dict[str, FileBinding] = {}
         states: dict[str, FileState] = {}
-        for rel, (size, mtime, digest, fw, bw) in cached["files"].items():
+        files = cached.pop("files")
+        items = list(files.items())
+        files.clear()
+        for i, (rel, (size, mtime, digest, fw, bw)) in enumerate(items):
             facts[rel] = facts_from_wire(fw)
             if bw is not None:
                 binds[rel] = binding_from_wire(bw)
             states[rel] = FileState(int(size), int(mtime), str(digest))
+            items[i] = None  # type: ignore[call-overload]  # free each wire entry once decoded (peak memory)
         extra = cached.get("extra") or {}
         if not isinstance(extra, dict):
             return None
@@ -159,6 +163,7 @@ class WorkspaceIndex:
             decoded = _decode_cache(cached) if cached is not None else None
             if cached is not None and decoded is None:
                 log.warning("cache corrupt, rebuilding: %s", self.store.path)
+            del cached
             if decoded is not None:
                 facts, binds, states, extra = decoded
                 stats = {rel: (st.size, st.mtime_ns) for rel, st in states.items()}
@@ -166,14 +171,7 @@ class WorkspaceIndex:
                 self.extra_state = extra
                 self._install(facts, binds)
                 report.warm = True
-                todo = []
-                for rel, abspath in found.files.items():
-                    try:
-                        st = abspath.stat()
-                    except OSError:
-                        continue
-                    if stats.get(rel) != (st.st_size, st.st_mtime_ns):
-                        todo.append(rel)
+                todo = [rel for rel in found.files if rel not in found.stats or stats.get(rel) != found.stats[rel]]
             fresh = self._extract_many(todo, found.files, progress)
             report.extracted = len(fresh)
             changes: dict[str, FileFacts | None] = {
@@ -181,7 +179,8 @@ class WorkspaceIndex:
             }
             changes.update({rel: None for rel in self.facts if rel not in found.files})
             report.rebound = self._apply(changes, progress)
-            self.save()
+            if not report.warm or todo or changes:
+                self.save()  # a warm start that found nothing changed has nothing new to write
         finally:
             if gc_was:
                 gc.enable()
@@ -194,11 +193,9 @@ class WorkspaceIndex:
         self.facts = dict(facts)
         self.bindings = {p: b for p, b in bindings.items() if p in facts}
         self.ws = Workspace(self.facts)
-        for path in sorted(self.facts):
-            self.graph.set_file(path, nodes_of(self.facts[path]))
-        for path in sorted(self.bindings):
-            self.graph.set_edges(path, self.bindings[path].edges)
-        self.graph.relink()
+        # every node exists before any edge is added, so no relink pass is needed
+        self.graph.bulk_load({p: nodes_of(f) for p, f in self.facts.items()},
+                             {p: b.edges for p, b in self.bindings.items()})
 
     def _extract_many(self, todo: list[str], files: dict[str, Path], progress: Progress | None) -> dict[str, FileFacts]:
         out: dict[str, FileFacts] = {}
@@ -414,15 +411,12 @@ class WorkspaceIndex:
         for rel, reason in found.skipped:
             self.skipped[rel] = reason
         todo: list[str] = []
-        for rel, abspath in found.files.items():
+        for rel in found.files:
             st = self.state.get(rel)
             if st is not None and st.overlay:
                 continue
-            try:
-                s = abspath.stat()
-            except OSError:
-                continue
-            if st is None or st.size != s.st_size or st.mtime_ns != s.st_mtime_ns:
+            listed = found.stats.get(rel)
+            if st is None or listed is None or (st.size, st.mtime_ns) != listed:
                 todo.append(rel)
         fresh = self._extract_many(todo, found.files, None)
         for rel, f in fresh.items():

@@ -22,7 +22,7 @@ from ctx_lsp.model import Edge
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 4
+SCHEMA = 5  # 5: per-file payload packed as one inner blob, unpacked with tuples
 CACHE_ENV = "CTX_LSP_CACHE_DIR"
 
 
@@ -50,18 +50,20 @@ def facts_to_wire(f: FileFacts) -> list[Any]:
     ]
 
 
-def facts_from_wire(w: list[Any]) -> FileFacts:
+def facts_from_wire(w: Any) -> FileFacts:
+    """Inverse of facts_to_wire. Accepts lists or tuples; the cache is unpacked with tuples
+    (use_list=False), which already are the shapes Def/Site/Import hold, so most fields pass through."""
     f = FileFacts(path=w[0], digest=w[1], lines=w[2])
     f.defs = [
-        Def(qual=d[0], kind=d[1], start=d[2], end=d[3], line=d[4], col=d[5], signature=d[6], doc=d[7],
-            bases=[tuple(b) for b in d[8]], decorators=[tuple(c) for c in d[9]], returns=_t(d[10]), value=_t(d[11]),
-            attrs={k: (v[0], tuple(v[1])) for k, v in d[12].items()},
-            locals={k: _t(v) for k, v in d[13].items()}, words=d[14])
+        Def(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], [tuple(b) for b in d[8]], [tuple(c) for c in d[9]],
+            _t(d[10]), _t(d[11]), {k: (v[0], tuple(v[1])) for k, v in d[12].items()},
+            {k: _t(v) for k, v in d[13].items()}, d[14])
         for d in w[3]
     ]
     f.imports = [Import(*i) for i in w[4]]
     f.sites = [Site(s[0], s[1], s[2], tuple(s[3]), s[4]) for s in w[5]]
-    f.all_names, f.words, f.doc, f.errors, f.is_test_file = w[6], w[7], w[8], list(w[9]), w[10]
+    f.all_names = list(w[6]) if w[6] is not None else None
+    f.words, f.doc, f.errors, f.is_test_file = w[7], w[8], list(w[9]), w[10]
     return f
 
 
@@ -69,7 +71,7 @@ def edge_to_wire(e: Edge) -> list[Any]:
     return [e.src, e.dst, e.kind, e.path, e.line, e.col, e.resolver, list(e.extra)]
 
 
-def edge_from_wire(w: list[Any]) -> Edge:
+def edge_from_wire(w: Any) -> Edge:
     return Edge(w[0], w[1], w[2], w[3], w[4], w[5], w[6], tuple(w[7]))
 
 
@@ -104,6 +106,10 @@ class IndexStore:
             if data.get("root") != str(root.resolve()):
                 log.warning("cache belongs to another workspace, rebuilding: %s", self.path)
                 return None
+            del raw
+            # the per-file payload is one inner blob: unpacked with tuples (cheaper, and the shapes the
+            # records hold), while producers' extra state keeps msgpack's default lists
+            data["files"] = msgpack.unpackb(data["files"], raw=False, strict_map_key=False, use_list=False)
             return data
         except Exception as exc:  # truncated or corrupt: any decoding error means rebuild
             log.warning("cache corrupt, rebuilding (%s): %s", type(exc).__name__, self.path)
@@ -111,7 +117,8 @@ class IndexStore:
 
     def save(self, root: Path, files: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        data = {"schema": SCHEMA, "version": __version__, "root": str(root.resolve()), "files": files}
+        data = {"schema": SCHEMA, "version": __version__, "root": str(root.resolve()),
+                "files": msgpack.packb(files, use_bin_type=True)}
         if extra:
             data.update(extra)
         tmp = self.path.with_suffix(f".tmp{os.getpid()}")

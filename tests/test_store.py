@@ -122,13 +122,15 @@ def test_well_formed_msgpack_with_a_broken_entry_is_discarded(ws: tuple[Path, Pa
     built(root, cache)
     f = cache / "index.msgpack"
     data = msgpack.unpackb(f.read_bytes(), raw=False, strict_map_key=False)
-    entry = data["files"]["pkg/a.py"]
-    entry[3] = entry[3][:2]  # facts cut short: header and version are fine, the payload is not
+    files = msgpack.unpackb(data["files"], raw=False, strict_map_key=False)  # the per-file payload blob
+    files["pkg/a.py"][3] = files["pkg/a.py"][3][:2]  # facts cut short: header and version are fine
+    data["files"] = msgpack.packb(files, use_bin_type=True)
     f.write_bytes(msgpack.packb(data, use_bin_type=True))
     _rejected(root, cache, caplog)
-    data["files"] = ["not", "a", "map"]
-    f.write_bytes(msgpack.packb(data, use_bin_type=True))
-    _rejected(root, cache, caplog)
+    for payload in (["not", "a", "map"], {"pkg/a.py": "not an entry"}, b"\xc1 not msgpack"):
+        data["files"] = payload if isinstance(payload, bytes) else msgpack.packb(payload, use_bin_type=True)
+        f.write_bytes(msgpack.packb(data, use_bin_type=True))
+        _rejected(root, cache, caplog)
 
 
 def test_cache_of_another_workspace_is_discarded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
