@@ -33,10 +33,6 @@ def default_cache_dir(root: Path) -> Path:
     return base / f"{root.resolve().name}-{key}"
 
 
-def _t(x: Any) -> Any:
-    return tuple(x) if x is not None else None
-
-
 def facts_to_wire(f: FileFacts) -> list[Any]:
     return [
         f.path, f.digest, f.lines,
@@ -51,17 +47,13 @@ def facts_to_wire(f: FileFacts) -> list[Any]:
 
 
 def facts_from_wire(w: Any) -> FileFacts:
-    """Inverse of facts_to_wire. Accepts lists or tuples; the cache is unpacked with tuples
-    (use_list=False), which already are the shapes Def/Site/Import hold, so most fields pass through."""
-    f = FileFacts(path=w[0], digest=w[1], lines=w[2])
-    f.defs = [
-        Def(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], [tuple(b) for b in d[8]], [tuple(c) for c in d[9]],
-            _t(d[10]), _t(d[11]), {k: (v[0], tuple(v[1])) for k, v in d[12].items()},
-            {k: _t(v) for k, v in d[13].items()}, d[14])
-        for d in w[3]
-    ]
+    """Inverse of facts_to_wire, for a payload unpacked with use_list=False: every array is then already
+    a tuple, the shape chains, sites, imports and attrs hold, so records are built without copying."""
+    f = FileFacts(w[0], w[1], w[2])
+    f.defs = [Def(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], list(d[8]), list(d[9]), d[10], d[11], d[12],
+                  d[13], d[14]) for d in w[3]]
     f.imports = [Import(*i) for i in w[4]]
-    f.sites = [Site(s[0], s[1], s[2], tuple(s[3]), s[4]) for s in w[5]]
+    f.sites = [Site(*s) for s in w[5]]
     f.all_names = list(w[6]) if w[6] is not None else None
     f.words, f.doc, f.errors, f.is_test_file = w[7], w[8], list(w[9]), w[10]
     return f
@@ -72,15 +64,15 @@ def edge_to_wire(e: Edge) -> list[Any]:
 
 
 def edge_from_wire(w: Any) -> Edge:
-    return Edge(w[0], w[1], w[2], w[3], w[4], w[5], w[6], tuple(w[7]))
+    return Edge(*w)  # extra is already a tuple (use_list=False)
 
 
 def binding_to_wire(b: FileBinding) -> list[Any]:
     return [b.path, [edge_to_wire(e) for e in b.edges], sorted(b.deps), b.internal, b.external, b.unresolved]
 
 
-def binding_from_wire(w: list[Any]) -> FileBinding:
-    return FileBinding(w[0], [edge_from_wire(e) for e in w[1]], set(w[2]), w[3], w[4], list(w[5]))
+def binding_from_wire(w: Any) -> FileBinding:
+    return FileBinding(w[0], [Edge(*e) for e in w[1]], set(w[2]), w[3], w[4], list(w[5]))
 
 
 class IndexStore:

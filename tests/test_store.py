@@ -47,6 +47,9 @@ def test_warm_start_reads_nothing_then_only_the_touched_file(ws: tuple[Path, Pat
     report = warm.load_or_build()
     assert report.warm and report.extracted == 0 and report.rebound == 0
     assert warm.graph.snapshot() == cold.graph.snapshot()
+    assert warm.facts == cold.facts, "facts survive the cache round trip exactly (tuples stay tuples)"
+    assert {p: (b.edges, b.deps, b.internal, b.external, b.unresolved) for p, b in warm.bindings.items()} == \
+        {p: (b.edges, b.deps, b.internal, b.external, b.unresolved) for p, b in cold.bindings.items()}
 
     p = root / "pkg/a.py"
     st = p.stat()
