@@ -54,7 +54,8 @@ _STAT_KEYS = ("sites", "internal", "external", "unresolved", "unresolved_local",
               "sampled", "confirmed", "contradicted", "jedi_external", "jedi_unresolved", "added_edges")
 MAX_EXAMPLES_PER_FILE = 3
 MAX_TARGETS_PER_SITE = 3  # jedi may return several definitions (conditional defs); keep a few
-PARSO_CACHE_CAP = 1500  # parsed trees kept in memory during a run before the cache is flushed
+PARSO_CACHE_CAP = 400  # parsed trees kept in memory during a run before the cache is flushed (django: +170 MB)
+GC_EVERY_FILES = 25  # full collections: jedi's per-Script inference state is cyclic garbage
 
 
 def _kind_for(d: Def) -> str:
@@ -88,6 +89,7 @@ class Refiner:
                  sources: SourceProvider | None = None, attach: bool = True) -> None:
         self.index = index
         self.sample_per_file = sample_per_file
+        self.parso_cache_cap = PARSO_CACHE_CAP
         self.lock: AbstractContextManager = lock if lock is not None else nullcontext()
         self.sources = sources
         self._mu = threading.Lock()  # guards the fields below (listener vs worker)
@@ -246,7 +248,11 @@ class Refiner:
                         done += 1
                         if progress:
                             progress("jedi", min(done, total), total)
-                        _trim_parso_cache()
+                        _trim_parso_cache(self.parso_cache_cap)
+                        if done % GC_EVERY_FILES == 0:
+                            # with the raised gen-0 threshold, per-file garbage that reached gen 2 would
+                            # otherwise wait for a rare full collection; the index's graph is frozen (cheap)
+                            gc.collect()
                     if stopped:
                         break
                     with self.lock:
