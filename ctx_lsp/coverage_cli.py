@@ -85,6 +85,9 @@ def _print(report: ImportReport, extra: str = "") -> None:
           f"{report.stale} stale, in {report.seconds:.2f} s{extra}")
     if report.unmapped:
         print(f"  unmapped contexts (first 5): {', '.join(report.unmapped[:5])}", file=sys.stderr)
+    if not report.files:
+        print("  no measured file is an indexed file under ROOT (was the data recorded elsewhere, or did "
+              "the tests import an installed copy of the package?)", file=sys.stderr)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
