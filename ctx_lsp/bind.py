@@ -239,9 +239,10 @@ class Binder:
             if name in info.top and not _import_wins(info, name):
                 return ("sym", symbol_id(path, info.top[name]))
             imp = info.bound.get("", {}).get(name)
-            if imp is not None:
+            if imp is not None and not (imp.name == name and self.absolute(info, imp) == module):
                 self._weaken(RESOLVER_IMPORT)
                 return self.import_value(info, imp, depth + 1)
+            # else `from . import name` inside the package itself: that is the submodule, found below
         sub = f"{module}.{name}"
         if self.is_project_module(sub):
             return ("mod", sub)

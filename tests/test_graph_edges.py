@@ -98,6 +98,7 @@ MUST_EXIST: list[tuple[str, str, str, str | None, str | None]] = [
     ("main.py::module_alias", M + "Repo.find", "CALLS", "ast-type", "m.make_repo().find(1)"),
     ("main.py::package_attr", M + "make_repo", "CALLS", "ast-import", "app.make_repo()"),
     ("main.py::dotted_module", D + "make_special", "CALLS", "ast-import", "app.sub.deep.make_special()"),
+    ("main.py::submodule_via_package", U + "helper", "CALLS", "ast-import", "app.util.helper()"),
     ("main.py::module_var_alias", M + "Repo.save", "CALLS", "ast-type", "x.save()"),
     ("main.py::local_override", "main.py::Local.save", "CALLS", "ast-scope", "Local().save()"),
     ("main.py::star_from_package", M + "make_repo", "CALLS", "ast-import", "return make_repo()"),
