@@ -14,6 +14,7 @@ import {
   WorkDoneProgressCreateRequest,
   WorkDoneProgressReport,
   WorkDoneProgressEnd,
+  WorkDoneProgressCancelNotification,
 } from 'vscode-languageclient/node';
 import { expandPath, initializationOptions, InitializationOptions, RESTART_KEYS, shellQuote } from './config';
 import { ContextPack } from './contextPack';
@@ -42,7 +43,7 @@ function currentInitOptions(scope?: vscode.Uri): InitializationOptions {
 class StatusBar implements vscode.Disposable {
   readonly item = vscode.window.createStatusBarItem('ctxLsp.status', vscode.StatusBarAlignment.Left, 50);
   status: IndexStatus | undefined;
-  progress: { message?: string; percentage?: number } | undefined;
+  progress: { message?: string; percentage?: number; token?: string | number; cancellable?: boolean } | undefined;
 
   constructor() {
     this.item.name = 'ctx-lsp';
@@ -220,9 +221,10 @@ class ServerManager implements vscode.Disposable {
     client.onRequest(WorkDoneProgressCreateRequest.type, (params) => {
       const sub = client.onProgress(WorkDoneProgress.type, params.token, (v: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd) => {
         if (v.kind === 'begin') {
-          this.status.progress = { message: v.message ?? v.title, percentage: v.percentage };
+          this.status.progress = { message: v.message ?? v.title, percentage: v.percentage, token: params.token, cancellable: v.cancellable };
         } else if (v.kind === 'report') {
-          this.status.progress = { message: v.message ?? this.status.progress?.message, percentage: v.percentage ?? this.status.progress?.percentage };
+          const p = this.status.progress;
+          this.status.progress = { message: v.message ?? p?.message, percentage: v.percentage ?? p?.percentage, token: params.token, cancellable: v.cancellable ?? p?.cancellable };
         } else {
           this.status.progress = undefined;
           sub.dispose();
@@ -248,6 +250,26 @@ class ServerManager implements vscode.Disposable {
         this.poll(5000);
       }
     }, delay);
+  }
+
+  /** Cancels the running indexing (work-done progress cancel). */
+  cancelIndexing(): void {
+    const token = this.status.progress?.token;
+    if (token !== undefined && this.client && this.running) {
+      void this.client.sendNotification(WorkDoneProgressCancelNotification.type, { token });
+    }
+  }
+
+  /** A context request: the cancellable custom request (`ctx/getContext`, ...) when the server
+   * advertises it in capabilities.experimental.ctxRequests, else the workspace/executeCommand command. */
+  async contextRequest(method: 'ctx/getContext' | 'ctx/contextAtCursor', command: string, params: object, token?: vscode.CancellationToken): Promise<unknown> {
+    const client = this.client;
+    if (!client || client.state !== State.Running) throw new NotRunningError();
+    const experimental = client.initializeResult?.capabilities.experimental as { ctxRequests?: unknown } | undefined;
+    if (Array.isArray(experimental?.ctxRequests) && experimental.ctxRequests.includes(method)) {
+      return client.sendRequest(method, params, token);
+    }
+    return this.execute(command, params, token);
   }
 
   async execute(command: string, params: object, token?: vscode.CancellationToken): Promise<unknown> {
@@ -373,15 +395,27 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     lastQuery = query;
     void context.workspaceState.update('ctxLsp.lastQuery', query);
     const b = typeof budget === 'number' ? budget : currentInitOptions().budget;
+    const params: { query: string; budget: number; uri?: string; position?: { line: number; character: number } } = { query, budget: b };
+    // Anchor the query to the Python file the user is in (it must be inside a workspace folder).
+    const ed = vscode.window.activeTextEditor;
+    const client = mgr.client;
+    if (client && ed && ed.document.languageId === 'python' && ed.document.uri.scheme === 'file' && vscode.workspace.getWorkspaceFolder(ed.document.uri)) {
+      params.uri = client.code2ProtocolConverter.asUri(ed.document.uri);
+      params.position = client.code2ProtocolConverter.asPosition(ed.selection.active);
+    }
+    let cancelled = false;
     try {
       const pack = await vscode.window.withProgress(
         { location: vscode.ProgressLocation.Notification, title: `CTX: retrieving context for "${query}"…`, cancellable: true },
-        (_p, token) => mgr.execute('ctx.getContext', { query, budget: b }, token) as Promise<ContextPack>,
+        (_p, token) => {
+          token.onCancellationRequested(() => (cancelled = true));
+          return mgr.contextRequest('ctx/getContext', 'ctx.getContext', params, token) as Promise<ContextPack>;
+        },
       );
       if (pack) panel.show(pack, query);
       return pack;
     } catch (e) {
-      await reportError(e, 'Get Context');
+      if (!cancelled) await reportError(e, 'Get Context');
       return undefined;
     }
   };
@@ -405,15 +439,19 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       title = `${path.basename(vscode.Uri.parse(uri).path)}:${position.line + 1}`;
     }
     const budget = typeof arg?.budget === 'number' ? arg.budget : currentInitOptions().budget;
+    let cancelled = false;
     try {
       const pack = await vscode.window.withProgress(
         { location: vscode.ProgressLocation.Notification, title: 'CTX: retrieving context at cursor…', cancellable: true },
-        (_p, token) => mgr.execute('ctx.contextAtCursor', { uri, position, budget }, token) as Promise<ContextPack>,
+        (_p, token) => {
+          token.onCancellationRequested(() => (cancelled = true));
+          return mgr.contextRequest('ctx/contextAtCursor', 'ctx.contextAtCursor', { uri, position, budget }, token) as Promise<ContextPack>;
+        },
       );
       if (pack) panel.show(pack, pack.query || title, { preserveFocus: true });
       return pack;
     } catch (e) {
-      await reportError(e, 'Context at Cursor');
+      if (!cancelled) await reportError(e, 'Context at Cursor');
       return undefined;
     }
   };
@@ -447,9 +485,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('ctxLsp.contextAtCursor', contextAtCursor),
     vscode.commands.registerCommand('ctxLsp.showNeighbours', (arg?: vscode.Uri | string) => showNeighbours(arg)),
     vscode.commands.registerCommand('ctxLsp.refreshNeighbours', () => showNeighbours(neighbours.fileUri)),
-    vscode.commands.registerCommand('ctxLsp.openLocation', (t: Target) => openPath(t.path, t.uri, t.line, undefined, { viewColumn: panel.editorColumn() })),
+    vscode.commands.registerCommand('ctxLsp.openLocation', (t: Target) => openPath(t.path, t.uri, t.line, undefined, { viewColumn: panel.editorColumn(), character: t.character })),
     vscode.commands.registerCommand('ctxLsp.restart', () => mgr.restart('CTX: Restart Server')),
     vscode.commands.registerCommand('ctxLsp.showOutput', () => out.show(true)),
+    vscode.commands.registerCommand('ctxLsp.cancelIndexing', () => mgr.cancelIndexing()),
     vscode.commands.registerCommand('ctxLsp.reindex', async () => {
       try {
         status.progress = { message: 'reindexing' };
@@ -470,6 +509,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       const items: (vscode.QuickPickItem & { cmd: string })[] = [
         { label: '$(search) Get Context…', cmd: 'ctxLsp.getContext' },
         { label: '$(type-hierarchy) Show Architectural Neighbours', cmd: 'ctxLsp.showNeighbours' },
+        ...(status.progress?.token !== undefined && status.progress.cancellable !== false ? [{ label: '$(close) Cancel Indexing', cmd: 'ctxLsp.cancelIndexing' }] : []),
         { label: '$(refresh) Reindex Workspace', cmd: 'ctxLsp.reindex' },
         { label: '$(debug-restart) Restart Server', cmd: 'ctxLsp.restart' },
         { label: '$(output) Show Server Output', cmd: 'ctxLsp.showOutput' },

@@ -41,7 +41,7 @@ export function editorColumn(avoid?: vscode.ViewColumn): vscode.ViewColumn {
 }
 
 /** Opens `uri` with lines start..end (1-based, inclusive) selected. */
-export async function openSpan(uri: vscode.Uri, start: number, end?: number, opts: { preview?: boolean; preserveFocus?: boolean; viewColumn?: vscode.ViewColumn } = {}): Promise<vscode.TextEditor> {
+export async function openSpan(uri: vscode.Uri, start: number, end?: number, opts: { preview?: boolean; preserveFocus?: boolean; viewColumn?: vscode.ViewColumn; character?: number } = {}): Promise<vscode.TextEditor> {
   const doc = await vscode.workspace.openTextDocument(uri);
   const s = Math.max(0, (start || 1) - 1);
   const e = Math.max(s, (end || start || 1) - 1);
@@ -54,7 +54,8 @@ export async function openSpan(uri: vscode.Uri, start: number, end?: number, opt
   });
   if (end === undefined) {
     // A location (a neighbour, a site): the cursor at the line's first non-blank character.
-    const pos = new vscode.Position(s, doc.lineAt(Math.min(s, doc.lineCount - 1)).firstNonWhitespaceCharacterIndex);
+    const line = doc.lineAt(Math.min(s, doc.lineCount - 1));
+    const pos = doc.validatePosition(new vscode.Position(line.lineNumber, opts.character ?? line.firstNonWhitespaceCharacterIndex));
     editor.selection = new vscode.Selection(pos, pos);
   } else {
     // A span: selected, anchor at the end and cursor at the start so the view stays scrolled left.
@@ -64,7 +65,7 @@ export async function openSpan(uri: vscode.Uri, start: number, end?: number, opt
   return editor;
 }
 
-export async function openPath(path: string | undefined, uri: string | undefined | null, start: number, end?: number, opts?: { preview?: boolean; preserveFocus?: boolean; viewColumn?: vscode.ViewColumn }): Promise<void> {
+export async function openPath(path: string | undefined, uri: string | undefined | null, start: number, end?: number, opts?: { preview?: boolean; preserveFocus?: boolean; viewColumn?: vscode.ViewColumn; character?: number }): Promise<void> {
   const target = await resolvePath(path ?? '', uri);
   if (!target) {
     void vscode.window.showWarningMessage(`CTX: cannot locate ${path ?? uri} in the workspace.`);

@@ -4,6 +4,8 @@
 export interface Site {
   path?: string | null;
   line?: number | null;
+  /** 0-based code-point column of the site. */
+  col?: number | null;
   uri?: string | null;
 }
 
@@ -16,6 +18,10 @@ export interface Neighbour {
   site?: Site | null;
   resolver?: string | null;
   from_symbol?: string | null;
+  /** IMPORTS: the imported names. */
+  names?: string[] | null;
+  /** TOUCHED: the commit (such neighbours have no file: `uri` is null). */
+  commit?: string | null;
 }
 
 export interface NeighbourGroup {
@@ -36,6 +42,8 @@ export interface Target {
   uri?: string;
   path?: string;
   line: number;
+  /** 0-based column, when known (edge sites). */
+  character?: number;
 }
 
 export interface TreeNode {
@@ -69,15 +77,17 @@ function baseName(p: string): string {
   return i >= 0 ? p.slice(i + 1) : p;
 }
 
-function target(uri: string | null | undefined, path: string | null | undefined, line: number | null | undefined): Target | undefined {
+function target(uri: string | null | undefined, path: string | null | undefined, line: number | null | undefined, col?: number | null): Target | undefined {
   if (!uri && !path) return undefined;
   const t: Target = { line: line && line > 0 ? line : 1 };
   if (uri) t.uri = uri;
   if (path) t.path = path;
+  if (typeof col === 'number' && col >= 0) t.character = col;
   return t;
 }
 
 export function neighbourLabel(n: Neighbour): string {
+  if (n.commit) return n.symbol ? `${n.commit.slice(0, 10)} ${n.symbol}` : n.commit.slice(0, 10);
   if (n.symbol) return n.symbol;
   return n.path ?? n.uri ?? '?';
 }
@@ -87,8 +97,11 @@ export function neighbourLabel(n: Neighbour): string {
  * reaches (incoming) or leaves from (outgoing), then where the neighbour is. */
 export function neighbourDescription(n: Neighbour, direction: string, where: string | undefined): string | undefined {
   const parts: string[] = [];
+  if (n.names?.length) parts.push(n.names.join(', '));
   if (n.from_symbol) parts.push(direction === 'in' ? `→ ${n.from_symbol}` : `from ${n.from_symbol}`);
-  if (n.symbol) {
+  if (n.commit) {
+    // a commit: no file position
+  } else if (n.symbol) {
     if (where) parts.push(where);
   } else if (n.line && n.line > 1) {
     parts.push(`:${n.line}`);
@@ -114,7 +127,7 @@ export function buildNeighbourTree(result: ArchitecturalContext): TreeNode[] {
       const where = n.path ? `${n.path}${n.line ? ':' + n.line : ''}` : undefined;
       const site = n.site;
       const siteChildren: TreeNode[] = [];
-      const siteTarget = site ? target(site.uri, site.path, site.line) : undefined;
+      const siteTarget = site ? target(site.uri, site.path, site.line, site.col) : undefined;
       if (site && siteTarget) {
         const sitePath = site.path ?? site.uri ?? '';
         siteChildren.push({
@@ -131,6 +144,8 @@ export function buildNeighbourTree(result: ArchitecturalContext): TreeNode[] {
         `${n.symbol ? n.symbol + ' ' : ''}${n.kind ? '(' + n.kind + ')' : ''}`.trim(),
         where ?? '',
         site?.path ? `site: ${site.path}${site.line ? ':' + site.line : ''}` : '',
+        n.names?.length ? `imports: ${n.names.join(', ')}` : '',
+        n.commit ? `commit: ${n.commit}` : '',
         n.resolver ? `resolver: ${n.resolver}` : '',
       ].filter(Boolean);
       return {
@@ -139,7 +154,7 @@ export function buildNeighbourTree(result: ArchitecturalContext): TreeNode[] {
         label: neighbourLabel(n),
         description: neighbourDescription(n, g.direction, where),
         tooltip: tooltipLines.join('\n'),
-        target: target(n.uri, n.path, n.line),
+        target: n.commit && !n.uri ? undefined : target(n.uri, n.path, n.line),
         children: siteChildren,
       };
     });

@@ -10,6 +10,7 @@ export interface IndexStatus {
   indexing?: boolean | null;
   refinement?: { done?: number | null; total?: number | null } | null;
   last_update?: string | null;
+  folders?: { name?: string | null; state?: string | null; error?: string | null; files?: number | null }[] | null;
 }
 
 export function edgeTotal(s: IndexStatus): number {
@@ -45,6 +46,8 @@ export function statusView(s: IndexStatus | undefined, progress?: { message?: st
   const ref = s.refinement;
   if (ref && typeof ref.total === 'number' && ref.total > 0) tooltip.push(`Jedi refinement: ${ref.done ?? 0}/${ref.total}`);
   if (s.stale) tooltip.push(`Stale${dirty.length ? ': ' + dirty.join(', ') : ''}`);
+  const failed = (s.folders ?? []).filter((f) => f.state === 'failed' || f.state === 'cancelled');
+  for (const f of failed) tooltip.push(`Folder ${f.name ?? '?'}: indexing ${f.state}${f.error ? ': ' + f.error : ''}`);
   if (s.last_update) tooltip.push(`Last update: ${s.last_update}`);
   tooltip.push('Click for actions');
   if (s.indexing || progress) {
@@ -53,5 +56,6 @@ export function statusView(s: IndexStatus | undefined, progress?: { message?: st
     return { text: `$(sync~spin) ctx: indexing${pct}…${files ? ' ' + plural(files, 'file') : ''}`, tooltip: tooltip.join('\n'), warning: false, busy: true };
   }
   const stale = s.stale ? ` · $(warning) stale${dirty.length ? ` (${dirty.length})` : ''}` : '';
-  return { text: `$(database) ctx: ${plural(files, 'file')} · ${plural(edges, 'edge')}${stale}`, tooltip: tooltip.join('\n'), warning: !!s.stale, busy: false };
+  const failure = failed.some((f) => f.state === 'failed') ? ' · $(error) indexing failed' : '';
+  return { text: `$(database) ctx: ${plural(files, 'file')} · ${plural(edges, 'edge')}${stale}${failure}`, tooltip: tooltip.join('\n'), warning: !!s.stale || !!failure, busy: false };
 }

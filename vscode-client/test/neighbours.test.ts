@@ -17,7 +17,8 @@ const result: ArchitecturalContext = {
       edge: 'IMPORTS', direction: 'out',
       neighbors: [{
         path: 'shop/models.py', uri: 'file:///ws/shop/models.py', symbol: null, kind: 'file', line: 1,
-        site: { path: 'shop/service.py', line: 3, uri: 'file:///ws/shop/service.py' }, resolver: 'ast-import', from_symbol: null,
+        site: { path: 'shop/service.py', line: 3, col: 0, uri: 'file:///ws/shop/service.py' }, resolver: 'ast-import', from_symbol: null,
+        names: ['Order', 'Repository'],
       }],
     },
     { edge: 'INHERITS', direction: 'out', neighbors: [] },
@@ -67,12 +68,25 @@ test('buildNeighbourTree: neighbours open their location, sites are children', (
   const models = tree[1].children[0];
   assert.equal(models.label, 'shop/models.py', 'file neighbours are labelled by path');
   assert.equal(models.children[0].description, 'ast-import');
-  assert.deepEqual(models.children[0].target, { uri: 'file:///ws/shop/service.py', path: 'shop/service.py', line: 3 });
+  assert.deepEqual(models.children[0].target, { uri: 'file:///ws/shop/service.py', path: 'shop/service.py', line: 3, character: 0 });
+  assert.equal(models.description, 'Order, Repository');
+  assert.match(models.tooltip!, /imports: Order, Repository/);
 
   const caller = tree[2].children[0];
   assert.equal(caller.description, '→ test_place_order · tests/test_service.py:5');
   assert.equal(caller.children[0].description, 'test_place_order · jedi');
   assert.match(caller.tooltip!, /test_place_order \(function\)\ntests\/test_service\.py:5\nsite: tests\/test_service\.py:7\nresolver: jedi/);
+});
+
+test('buildNeighbourTree: commit neighbours (TOUCHED) have no file to open', () => {
+  const tree = buildNeighbourTree({
+    path: 'a.py',
+    groups: [{ edge: 'TOUCHED', direction: 'in', neighbors: [{ path: null, uri: null, symbol: 'fix save', kind: 'commit', commit: '0123456789abcdef', line: null, site: null }] }],
+  });
+  assert.equal(tree[0].label, 'TOUCHED ←');
+  assert.equal(tree[0].children[0].label, '0123456789 fix save');
+  assert.equal(tree[0].children[0].target, undefined);
+  assert.equal(tree[0].children[0].description, undefined);
 });
 
 test('buildNeighbourTree: empty or missing groups', () => {

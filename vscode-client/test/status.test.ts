@@ -20,4 +20,7 @@ test('statusView: stale and indexing', () => {
   assert.equal(busy.text, '$(sync~spin) ctx: indexing 10%…');
   assert.match(busy.tooltip, /^Indexing: ws: parsing 1\/10/);
   assert.equal(edgeTotal({ edges: 7 }), 7);
+  const failed = statusView({ files: 2, edges: {}, stale: true, indexing: false, folders: [{ name: 'ws', state: 'failed', error: 'disk full' }] });
+  assert.equal(failed.text, '$(database) ctx: 2 files · 0 edges · $(warning) stale · $(error) indexing failed');
+  assert.match(failed.tooltip, /Folder ws: indexing failed: disk full/);
 });
