@@ -22,6 +22,13 @@ class CodeGraph:
         self.extra_edges: dict[str, list[Edge]] = {}  # other producers (history, coverage), by producer key
         self.by_name: dict[str, set[str]] = {}  # lower-cased short name -> node ids
         self.revision = 0
+        # Incremental relinking (a full pass over every stored edge costs ~100 ms on Django per update):
+        # stores holding an edge that waits for a missing node, by that node's id; stores to rescan at
+        # the next relink(); and, for producer stores, which of them hold an edge key (so a removed
+        # graph edge another store also holds is put back).
+        self._waiting: dict[str, set[tuple[int, str]]] = {}
+        self._recheck: set[tuple[int, str]] = set()
+        self._extra_owners: dict[tuple[str, str, str], set[str]] = {}
 
     # -- writes ----------------------------------------------------------------------------
     def set_file(self, path: str, nodes: list[Node]) -> None:
@@ -38,7 +45,8 @@ class CodeGraph:
                 self.g.nodes[n.id]["n"] = n
             else:
                 self.g.add_node(n.id, n=n)
-                # edges sited elsewhere that waited for this node
+                # edges stored anywhere that waited for this node: linked by the next relink()
+                self._recheck.update(self._waiting.pop(n.id, ()))
             self.by_name.setdefault(n.name.lower(), set()).add(n.id)
         self.file_nodes[path] = new_ids
         self.revision += 1
@@ -77,6 +85,7 @@ class CodeGraph:
             self.file_edges[path] = edges
             for e in edges:
                 if e.src not in node or e.dst not in node:
+                    self._waiting.setdefault(e.src if e.src not in node else e.dst, set()).add((0, path))
                     continue
                 if not fast:
                     g.add_edge(e.src, e.dst, key=e.kind, e=e)
@@ -102,7 +111,19 @@ class CodeGraph:
     def _drop_node(self, node_id: str) -> None:
         if node_id in self.g:
             self._unindex(self.g.nodes[node_id]["n"])
+            # the stores of the edges that go with the node wait for it to come back
+            waiting = self._waiting.setdefault(node_id, set())
+            for _, _, e in self.g.in_edges(node_id, data="e"):
+                waiting.update(self._owners(e))
+            for _, _, e in self.g.out_edges(node_id, data="e"):
+                waiting.update(self._owners(e))
             self.g.remove_node(node_id)
+
+    def _owners(self, e: Edge) -> list[tuple[int, str]]:
+        """Stores that may hold `e`: the binder's store of its site file, and producer stores with its key."""
+        out = [(0, e.path)] if e.path in self.file_edges else []
+        out.extend((1, k) for k in self._extra_owners.get(e.key(), ()))
+        return out
 
     def remove_file(self, path: str) -> None:
         for node_id in self.file_nodes.pop(path, []):
@@ -114,24 +135,51 @@ class CodeGraph:
     def set_edges(self, path: str, edges: list[Edge], store: dict[str, list[Edge]] | None = None) -> None:
         """Replace the edges sited in `path` (or owned by a producer key in `store`)."""
         store = self.file_edges if store is None else store
+        tag = 0 if store is self.file_edges else 1
+        g = self.g
         for e in store.get(path, ()):
-            if self.g.has_edge(e.src, e.dst, key=e.kind):
-                data = self.g.edges[e.src, e.dst, e.kind]
-                if data["e"] == e:
-                    self.g.remove_edge(e.src, e.dst, key=e.kind)
+            key = e.key()
+            if tag:
+                owners = self._extra_owners.get(key)
+                if owners is not None:
+                    owners.discard(path)
+                    if not owners:
+                        del self._extra_owners[key]
+            if g.has_edge(e.src, e.dst, key=e.kind) and g.edges[e.src, e.dst, e.kind]["e"] == e:
+                g.remove_edge(e.src, e.dst, key=e.kind)
+                # another store may hold the same key: let it put its edge back
+                self._recheck.update(o for o in self._owners(e) if o != (tag, path))
         store[path] = list(edges)
+        node = g._node
         for e in edges:
-            if e.src in self.g and e.dst in self.g:
-                self.g.add_edge(e.src, e.dst, key=e.kind, e=e)
+            if tag:
+                self._extra_owners.setdefault(e.key(), set()).add(path)
+            if e.src in node and e.dst in node:
+                g.add_edge(e.src, e.dst, key=e.kind, e=e)
+            else:
+                self._waiting.setdefault(e.src if e.src not in node else e.dst, set()).add((tag, path))
         self.revision += 1
 
-    def relink(self) -> None:
-        """Add every stored edge whose endpoints now exist (after nodes were added)."""
-        for store in (self.file_edges, self.extra_edges):
-            for edges in store.values():
-                for e in edges:
-                    if e.src in self.g and e.dst in self.g and not self.g.has_edge(e.src, e.dst, key=e.kind):
-                        self.g.add_edge(e.src, e.dst, key=e.kind, e=e)
+    def relink(self, full: bool = False) -> None:
+        """Add every stored edge whose endpoints now exist (after nodes were added).
+
+        Only the stores that had an edge waiting for a node added since, or that lost a shared edge,
+        are rescanned; `full=True` walks every stored edge.
+        """
+        if full:
+            todo = {(0, k) for k in self.file_edges} | {(1, k) for k in self.extra_edges}
+        else:
+            todo = self._recheck
+        self._recheck = set()
+        g = self.g
+        node = g._node
+        for tag, key in todo:
+            for e in (self.extra_edges if tag else self.file_edges).get(key, ()):
+                if e.src in node and e.dst in node:
+                    if not g.has_edge(e.src, e.dst, key=e.kind):
+                        g.add_edge(e.src, e.dst, key=e.kind, e=e)
+                else:
+                    self._waiting.setdefault(e.src if e.src not in node else e.dst, set()).add((tag, key))
 
     # -- reads -----------------------------------------------------------------------------
     def node(self, node_id: str) -> Node | None:

@@ -420,3 +420,47 @@ def test_regression_equals_scratch(name: str, tmp_path: Path) -> None:
     assert want["edges"] != before["edges"], "the change must matter, or the case proves nothing"
     got = comparable(index)
     assert got == want, diff(got, want)
+
+
+# The graph's own bookkeeping: after any sequence of node and edge writes to the binder's and other
+# producers' stores, then relink(), exactly the stored edges whose endpoints exist are in the graph.
+G_FILES = ["a.py", "b.py", "c.py"]
+G_NODES = [f"{f}::{q}" for f in G_FILES for q in ("x", "y")]
+g_edge = st.tuples(st.sampled_from(G_NODES + G_FILES), st.sampled_from(G_NODES + G_FILES),
+                   st.sampled_from(["CALLS", "REFERENCES"]))
+g_op = st.one_of(
+    st.tuples(st.just("nodes"), st.sampled_from(G_FILES), st.sets(st.sampled_from(["x", "y"]))),
+    st.tuples(st.just("edges"), st.sampled_from(G_FILES), st.lists(g_edge, max_size=4)),
+    st.tuples(st.just("extra"), st.sampled_from(["jedi:a", "git"]), st.lists(g_edge, max_size=4)),
+    st.tuples(st.just("remove"), st.sampled_from(G_FILES), st.just(None)),
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.lists(g_op, max_size=14))
+def test_graph_links_exactly_the_stored_edges_with_both_endpoints(ops: list[tuple[str, str, Any]]) -> None:
+    from ctx_lsp.graph import CodeGraph
+    from ctx_lsp.model import Edge, Node
+
+    g = CodeGraph()
+    for kind, key, arg in ops:
+        if kind == "nodes":
+            g.set_file(key, [Node(key, "file", key, None, 1, 1)] +
+                       [Node(f"{key}::{q}", "function", key, q, 1, 1) for q in sorted(arg)])
+        elif kind == "remove":
+            g.remove_file(key)
+        else:
+            # binder edges are sited in their source's file; producers' edges anywhere
+            edges = [Edge(s, d, k, key if kind == "edges" else s.partition("::")[0], 1, 0, "r") for s, d, k in arg
+                     if kind == "extra" or s.partition("::")[0] == key]
+            if kind == "edges":
+                g.set_edges(key, edges)
+            else:
+                g.set_edges(key, edges, store=g.extra_edges)
+        g.relink()
+        stored = {e.key() for store in (g.file_edges, g.extra_edges) for es in store.values() for e in es
+                  if e.src in g.g and e.dst in g.g}
+        linked = {(u, v, k) for u, v, k in g.g.edges(keys=True)}
+        assert linked == stored
+        for u, v, k, e in g.g.edges(keys=True, data="e"):
+            assert e.key() == (u, v, k)
