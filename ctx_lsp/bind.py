@@ -180,31 +180,36 @@ def interface_digest(facts: FileFacts) -> tuple:
 class Workspace:
     """The module table over all files' facts; resolves names across files."""
 
-    def __init__(self, facts_by_path: dict[str, FileFacts]) -> None:
+    def __init__(self, facts_by_path: dict[str, FileFacts], previous: Workspace | None = None) -> None:
+        """`previous`: a workspace over mostly the same facts; its per-file tables are reused for files
+        whose facts object and module name are unchanged (adding or removing one file is then cheap)."""
         self.facts = facts_by_path
         package_dirs = {p[: -len("/__init__.py")] for p in facts_by_path if p.endswith("/__init__.py")}
         self.package_dirs = package_dirs
         # module name -> path; first claim by the best candidate wins, deterministic order
         claims: dict[str, tuple[int, int, str]] = {}
-        for path in facts_by_path:
-            for rank, name in enumerate(module_names(path, package_dirs)):
-                key = (rank, len(path), path)
-                if name not in claims or key < claims[name]:
-                    claims[name] = key
-        self.modules: dict[str, str] = {name: key[2] for name, key in claims.items()}
         self.canonical: dict[str, str] = {}
         for path in facts_by_path:
             names = module_names(path, package_dirs)
             self.canonical[path] = names[0] if names else path
+            for rank, name in enumerate(names):
+                key = (rank, len(path), path)
+                if name not in claims or key < claims[name]:
+                    claims[name] = key
+        self.modules: dict[str, str] = {name: key[2] for name, key in claims.items()}
         # dotted prefixes that exist (namespace packages have no file but are still project modules)
         self.prefixes: set[str] = set()
         for name in self.modules:
             parts = name.split(".")
             for i in range(1, len(parts)):
                 self.prefixes.add(".".join(parts[:i]))
-        self.info: dict[str, ModuleInfo] = {
-            path: build_module_info(f, self.canonical[path]) for path, f in facts_by_path.items()
-        }
+        self.info: dict[str, ModuleInfo] = {}
+        for path, f in facts_by_path.items():
+            old = previous.info.get(path) if previous is not None else None
+            if old is not None and old.facts is f and old.module == self.canonical[path]:
+                self.info[path] = old
+            else:
+                self.info[path] = build_module_info(f, self.canonical[path])
         self._class_cache: dict[str, tuple[list[Value], frozenset[str]]] = {}
 
 

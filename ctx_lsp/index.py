@@ -241,7 +241,7 @@ class WorkspaceIndex:
             else:
                 self.facts[p] = f
         if added_or_removed or not old_ws.info:
-            self.ws = Workspace(self.facts)
+            self.ws = Workspace(self.facts, previous=old_ws)
         else:
             from ctx_lsp.bind import build_module_info
 
