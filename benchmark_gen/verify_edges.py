@@ -403,7 +403,8 @@ class Judge:
                 return self.verdict(e, AGREE, "", locs + typed, note="through the declared type")
             if self.is_cls_param(e, locs):
                 return self.verdict(e, AGREE, "", locs, note="cls of a classmethod is its class")
-            if not typed and not hop:
+            # an unannotated parameter's "type definition" is the parameter itself: no type information
+            if not [t for t in typed if t not in locs] and not hop:
                 # pyright knows only the parameter/local, not what it holds: it cannot judge this site
                 return self.verdict(e, UNRESOLVED, f"{e.kind} {shape} (pyright: a parameter/local of unknown type)",
                                     locs)
