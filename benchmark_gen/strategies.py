@@ -237,8 +237,8 @@ class Strategies:
             if scores[i] <= 0:
                 break
             p, s, e = c.chunks[i]
-            if any(p == ip and is_ <= s and e <= ie for ip, is_, ie in items):
-                continue  # already inside a chosen chunk (a method of a chosen class)
+            if any(p == ip and is_ <= e and s <= ie for ip, is_, ie in items):
+                continue  # overlaps a chosen chunk (a method of a chosen class, or its class): no text twice
             t = c.span_tokens(p, s, e)
             if used + t <= self.budget:
                 items.append((p, s, e))

@@ -36,6 +36,9 @@ def test_lexical_baselines_rank_the_file_that_mentions_the_name(strategies: Stra
         assert res.tokens > 0 and len(res.items) <= 10
     budgeted = strategies.run("bm25_chunks_budget", q("Which code invokes `apply_tax`?"))
     assert budgeted.tokens <= 4000
+    # packed chunks never repeat lines (a method and its class are not both packed)
+    for i, (p, s, e) in enumerate(budgeted.items):
+        assert not any(p == p2 and s <= e2 and s2 <= e for p2, s2, e2 in budgeted.items[i + 1:])
 
 
 def test_full_context_returns_every_file(strategies: Strategies) -> None:
@@ -113,6 +116,9 @@ def test_ci_generate_and_evaluate_via_the_cli(tmp_path: Path) -> None:
     from ctx_lsp.retrieval.tokens import count_tokens
 
     assert overall["full"]["tokens_mean"] == sum(count_tokens(p.read_text()) for p in WS.rglob("*.py"))
+    # no baseline returns more text than the whole workspace
+    assert all(e["tokens_mean"] <= overall["full"]["tokens_mean"] for n, e in overall.items()
+               if not n.startswith("engine_"))
     for name, entry in overall.items():
         assert entry["n"] == sum(1 for r in report["per_question"] if r["lane"] == "relation")
         for key in ("R@1", "R@5", "R@10", "MRR"):
