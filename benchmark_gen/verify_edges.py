@@ -1189,8 +1189,8 @@ def render_accuracy_section(json_path: str | Path | dict[str, Any]) -> str:
     out = ["## Graph accuracy", "",
            "Edge precision against pyright's definitions and recall against pyright's call hierarchy and a "
            "runtime trace of the test suite (`python -m benchmark_gen verify-edges`).", "",
-           "| root | kind | precision | 95% CI | static recall | executed-call recall |",
-           "|---|---|---:|---|---:|---:|"]
+           "| root | kind | precision | 95% CI | static recall | executed calls recalled, source callers "
+           "(strict / graph) |", "|---|---|---:|---|---:|---:|"]
     for r in results:
         rec = r.get("static_recall") or {}
         dyn = (r.get("dynamic_recall") or {}).get("source callers") or {}
@@ -1199,9 +1199,10 @@ def render_accuracy_section(json_path: str | Path | dict[str, Any]) -> str:
                 continue
             kind = row["kind"]
             srec = (rec.get(kind) or {}).get("recall") if kind in CALL_KINDS else None
-            drec = dyn.get("recall_strict") if kind == EdgeKind.CALLS.value else None
+            drec = (f"{_pct(dyn.get('recall_strict'))} / {_pct(dyn.get('recall'))}"
+                    if kind == EdgeKind.CALLS.value and dyn else "—")
             out.append(f"| {r['root']} | {kind} | {_pct(row['precision'])} | {_ci(row['ci'])} | {_pct(srec)} | "
-                       f"{_pct(drec)} |")
+                       f"{drec} |")
     return "\n".join(out) + "\n"
 
 
