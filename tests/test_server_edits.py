@@ -296,3 +296,9 @@ def test_didchange_latency_benchmark_drives_the_real_server(tmp_path: Path) -> N
     assert got["didchange_n"] == 3
     assert 0 < got["didchange_p50_ms"] <= got["didchange_p95_ms"]
     assert (ws / "shop/service.py").read_text(encoding="utf-8") == (FIXTURE / "shop/service.py").read_text(encoding="utf-8")
+
+
+async def test_jedi_refinement_runs_in_the_background_and_is_reported(client: LanguageClient) -> None:
+    st = await poll_status(client, lambda s: s["refinement"]["total"] > 0
+                           and s["refinement"]["done"] == s["refinement"]["total"])
+    assert 0 < st["refinement"]["total"] <= st["files"]

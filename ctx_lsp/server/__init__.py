@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import logging
+import os
 import signal
 import sys
 
@@ -64,11 +65,20 @@ def run_server(args: argparse.Namespace) -> int:
         faulthandler.register(signal.SIGUSR1, file=getattr(stream, "stream", sys.stderr), all_threads=True)
     _prepare_worker_processes()
     server = build_server()
-    if getattr(args, "tcp", False):
-        server.start_tcp(args.host, args.port)
-    else:
-        server.start_io()
-    return 0
+    code = 0
+    try:
+        if getattr(args, "tcp", False):
+            server.start_tcp(args.host, args.port)
+        else:
+            server.start_io()
+    except SystemExit as exc:  # pygls ends the process this way on `exit`
+        code = exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        code = 130
+    logging.shutdown()
+    # A worker thread may still be inside one jedi call; the index and its cache are consistent on disk
+    # (writes are atomic renames), so leave now rather than wait for it at interpreter exit.
+    os._exit(code)
 
 
 __all__ = ["build_server", "run_server", "CtxLanguageServer"]

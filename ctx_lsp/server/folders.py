@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ctx_lsp.discovery import FileFilter
 from ctx_lsp.engine import Engine
@@ -44,6 +45,10 @@ class Root:
     notes: list[tuple[str, str]] = field(default_factory=list)  # ("open" | "edit", rel) for working memory
     cancel: threading.Event = field(default_factory=threading.Event)
     task: asyncio.Task[None] | None = None
+    refiner: Any = None  # ctx_lsp.refine.Refiner once the first indexing is done (jediRefinement)
+    refine_task: asyncio.Task[None] | None = None
+    refine_again: bool = False
+    buffers: dict[str, str] = field(default_factory=dict)  # rel -> text of the buffers folded into the graph
     _waiting: int = 0
     _count_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -52,6 +57,9 @@ class Root:
 
     def set_engine(self, engine: Engine) -> None:
         """Swap in a fresh engine (ctx.reindex, changed settings); readers of the old one finish on it."""
+        if self.refiner is not None:
+            self.refiner.detach()
+            self.refiner = None
         self.engine = engine
         self._cond = threading.Condition(engine.lock)
         self.cancel = threading.Event()
@@ -96,7 +104,9 @@ class Root:
         for rel, source, text in changes:
             if source == BUFFER and text is not None:
                 ix.update_file(rel, text, overlay=True)
+                self.buffers[rel] = text
             else:
+                self.buffers.pop(rel, None)
                 try:
                     disk = decode_source((self.path / rel).read_bytes())[0]
                 except OSError:
@@ -111,6 +121,11 @@ class Root:
             if hook is not None:  # working memory lands with the retrieval engine
                 hook(rel)
         return n
+
+
+def source_of(root: Root) -> Any:
+    """The jedi refiner's view of the editor buffers: rel -> text, None for the disk."""
+    return lambda rel: root.buffers.get(rel)
 
 
 def cache_dir_for(options: Options, folder: Path) -> Path | None:

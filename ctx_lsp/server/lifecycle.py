@@ -3,6 +3,7 @@ watched files, shutdown."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -13,6 +14,7 @@ from ctx_lsp.server.folders import BUFFER, DISK
 from ctx_lsp.server.server import CtxLanguageServer
 
 log = logging.getLogger("ctx_lsp.server")
+SHUTDOWN_GRACE_S = 2.0  # how long shutdown waits for background work to notice it should stop
 
 
 def register(server: CtxLanguageServer) -> None:
@@ -101,9 +103,12 @@ def register(server: CtxLanguageServer) -> None:
             note(ls, change.uri, DISK, None)
 
     @server.feature(types.SHUTDOWN)
-    def shutdown(ls: CtxLanguageServer, *args: Any) -> None:
+    async def shutdown(ls: CtxLanguageServer, *args: Any) -> None:
         for root in ls.roots:
-            root.cancel.set()  # an indexing thread stops at its next batch
+            root.cancel.set()  # indexing and jedi refinement stop at their next file or batch
+        tasks = [t for r in ls.roots for t in (r.task, r.refine_task) if t is not None and not t.done()]
+        if tasks:
+            await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_S)
 
 
 async def _register_dynamic(ls: CtxLanguageServer) -> None:

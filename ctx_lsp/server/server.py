@@ -40,6 +40,7 @@ from ctx_lsp.server.folders import (
     IndexingCancelled,
     Root,
     make_engine,
+    source_of,
 )
 from ctx_lsp.server.options import Options, parse_options
 from ctx_lsp.server.params import invalid
@@ -50,6 +51,7 @@ T = TypeVar("T")
 CUSTOM_REQUESTS = ("ctx/getContext", "ctx/contextAtCursor")
 INDEX_UPDATED = "ctx/indexUpdated"
 UPDATE_NOTIFY_DELAY = 0.5  # seconds: ctx/indexUpdated is debounced
+REFINE_DELAY = 1.0  # seconds without edits before jedi re-refines the changed files
 
 
 @attrs.define
@@ -217,7 +219,19 @@ class CtxLanguageServer(LanguageServer):
         result = await asyncio.to_thread(work)
         if changes:
             self.schedule_index_updated()
+            self.schedule_refinement(root)
         return result
+
+    def schedule_refinement(self, root: Root) -> None:
+        """Re-refine changed files once edits pause (jedi is too slow to run on every keystroke)."""
+        if not self.options.jedi_refinement:
+            return
+        key = "refine:" + str(root.path)
+        handle = self._flush_handles.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+        loop = asyncio.get_running_loop()
+        self._flush_handles[key] = loop.call_later(REFINE_DELAY, lambda: self.start_refinement(root))
 
     async def flush(self, root: Root) -> None:
         if root.pending or root.notes:
@@ -252,7 +266,8 @@ class CtxLanguageServer(LanguageServer):
         """The ctx.indexStatus object, summed over the workspace folders (docs/protocol.md)."""
         folders: list[dict[str, Any]] = []
         for root in list(self.roots):
-            st = await self.query(root, lambda ctx: ctx.engine.status())
+            st = await self.query(root, lambda ctx: {**ctx.engine.status(),
+                                                            "refinement": self.refinement_status(ctx.root)})
             st = dict(st)
             st.update({"name": root.name, "uri": root.uri, "state": root.state, "error": root.error})
             folders.append(st)
@@ -350,16 +365,55 @@ class CtxLanguageServer(LanguageServer):
             return  # superseded by a reindex
         await self.flush(root)
         await self.notify_index_updated()
+        if root.state == READY:
+            self.start_refinement(root)
+
+    # -- jedi refinement (background, after indexing and after edits) --------------------------------
+    def start_refinement(self, root: Root) -> None:
+        if not self.options.jedi_refinement or root.state != READY:
+            return
+        if root.refine_task is not None and not root.refine_task.done():
+            root.refine_again = True  # files changed while it ran: one more pass afterwards
+            return
+        root.refine_task = self.spawn(self._refine(root))
+
+    async def _refine(self, root: Root) -> None:
+        from ctx_lsp.refine import Refiner
+
+        engine = root.engine
+        cancel = root.cancel
+        if root.refiner is None:
+            root.refiner = await asyncio.to_thread(
+                lambda: Refiner(engine.index, lock=engine.lock, sources=source_of(root)))
+        refiner = root.refiner
+        while True:
+            root.refine_again = False
+            opened = [rel for _, rel in (self.find(u) or (None, None) for u in self.workspace.text_documents) if rel]
+            result = await asyncio.to_thread(refiner.run, opened, None, cancel.is_set)
+            if engine is not root.engine or cancel.is_set():
+                return
+            if result.get("files_refined"):
+                self.schedule_index_updated()
+            if not root.refine_again:
+                return
+
+    def refinement_status(self, root: Root) -> dict[str, int] | None:
+        refiner = root.refiner
+        if refiner is None:
+            return None
+        st = refiner.status()
+        return {"done": int(st.get("done", 0)), "total": int(st.get("total", 0))}
 
     async def reindex(self, roots: list[Root] | None = None, *, drop_cache: bool = True) -> None:
         """Rebuild folders from disk (dropping their cache) and re-apply the open buffers."""
         for root in roots or list(self.roots):
-            if root.task is not None and not root.task.done():
-                root.cancel.set()
-                try:
-                    await root.task
-                except Exception:
-                    pass
+            root.cancel.set()  # stops a running indexing and jedi refinement at their next step
+            for task in (root.task, root.refine_task):
+                if task is not None and not task.done():
+                    try:
+                        await task
+                    except Exception:
+                        pass
             old = root.engine
             with old.lock:
                 if drop_cache:
