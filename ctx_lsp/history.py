@@ -748,12 +748,7 @@ class History:
         nodes = [c.to_node() for c in sorted(self.commits.values(), key=lambda c: (c.ctime, c.sha))
                  if c.node_id in used]
         g.set_file(GIT_KEY, nodes)
-        # link the edges that waited for their commit node (only ours: a full relink walks every edge)
-        for key, edges in g.extra_edges.items():
-            if key.startswith(EDGE_PREFIX):
-                for e in edges:
-                    if e.src in g.g and e.dst in g.g and not g.g.has_edge(e.src, e.dst, key=e.kind):
-                        g.g.add_edge(e.src, e.dst, key=e.kind, e=e)
+        g.relink()  # incremental: links the edges that waited for a commit node
 
     def _prune_commits(self) -> None:
         used: set[str] = set()
