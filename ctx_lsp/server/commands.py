@@ -8,6 +8,8 @@ import asyncio
 import threading
 from typing import Any
 
+from lsprotocol import types
+
 from ctx_lsp.engine import RELATIONS, TargetNotFound
 from ctx_lsp.server import params as P
 from ctx_lsp.server.navigation import node_range, short_name, site_range, symbol_under
@@ -72,6 +74,7 @@ def related(ctx: Ctx, rel: str, position: Any, relation: str) -> dict[str, Any]:
     except TargetNotFound as exc:
         return {"symbol": node.id, "relation": relation, "locations": [], "reason": str(exc)}
     locations = []
+    rng: types.Range | None
     for r in found:
         n, e = r["node"], r["edge"]
         real_file = n.kind != "commit" and n.path in ctx.engine.index.facts

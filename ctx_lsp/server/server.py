@@ -65,7 +65,7 @@ class RawRequest:
 
 
 class CtxProtocol(LanguageServerProtocol):
-    def get_message_type(self, method: str) -> type[Any] | None:
+    def get_message_type(self, method: str) -> type[Any] | None:  # type: ignore[override]
         if method in CUSTOM_REQUESTS:
             return RawRequest
         return super().get_message_type(method)
@@ -316,8 +316,11 @@ class CtxLanguageServer(LanguageServer):
 
     def _listener(self) -> Callable[[set[str]], None]:
         loop = asyncio.get_running_loop()
-        # called in worker threads after every index update
-        return lambda paths: loop.call_soon_threadsafe(self.schedule_index_updated)
+
+        def changed(paths: set[str]) -> None:  # called in worker threads after every index update
+            loop.call_soon_threadsafe(self.schedule_index_updated)
+
+        return changed
 
     def start_indexing(self, root: Root) -> asyncio.Task[None]:
         root.task = self.spawn(self._index(root))
@@ -345,7 +348,7 @@ class CtxLanguageServer(LanguageServer):
         progress = _IndexProgress(self, root, token, loop)
         t0 = time.perf_counter()
         try:
-            await asyncio.to_thread(engine.open, progress)
+            await asyncio.to_thread(_build, engine, progress)
             if engine is root.engine:
                 root.state = READY
             message = f"{root.name}: indexed {len(engine.index.facts)} files in {time.perf_counter() - t0:.2f} s"
@@ -447,6 +450,16 @@ class CtxLanguageServer(LanguageServer):
             for w in warnings:
                 self.show_warning(w)
         return opts
+
+
+def _build(engine: Engine, progress: Any) -> None:
+    """Open the engine; its answers say `stale` until the build is complete."""
+    mark = getattr(engine, "set_stale", None)
+    if mark is not None:
+        mark(True)
+    engine.open(progress)
+    if mark is not None:
+        mark(False)
 
 
 class _IndexProgress:
