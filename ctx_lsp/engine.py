@@ -18,6 +18,7 @@ from ctx_lsp.model import Edge, EdgeKind, Node
 
 Checkpoint = Callable[[], None]  # called between retrieval stages; may raise to cancel
 
+HISTORY_EAGER_FILES = 500  # above this many files, git history syncs on the first history question
 RELATIONS = ("callers", "callees", "implementations", "references", "importers", "tests", "history")
 
 
@@ -51,13 +52,30 @@ class Engine:
         from ctx_lsp.coverage_data import attach_coverage
         from ctx_lsp.history import attach_history
 
-        for attach in (attach_coverage, attach_history):
+        # Blaming every file of a large repository costs minutes on its first open: there history
+        # syncs on the first history question instead (results are cached by blob id either way).
+        eager = len(self.index.facts) <= HISTORY_EAGER_FILES
+        for attach, kwargs in ((attach_coverage, {}), (attach_history, {"sync": eager})):
             try:
-                attach(self.index)
+                attach(self.index, **kwargs)  # type: ignore[operator]
             except Exception:
                 import logging
 
                 logging.getLogger(__name__).exception("%s failed", attach.__name__)
+
+    def ensure_history(self) -> None:
+        """Bring git history up to date before a history question (lazy on large repositories)."""
+        from ctx_lsp.history import history_for
+
+        h = history_for(self.index)
+        if h is not None:
+            with self.lock:
+                try:
+                    h.ensure_current()
+                except Exception:
+                    import logging
+
+                    logging.getLogger(__name__).exception("history sync failed")
 
     def refresh(self) -> list[str]:
         """Re-read files changed on disk (by size/mtime, then content hash)."""
@@ -198,6 +216,8 @@ class Engine:
         """Nodes in one relation to a symbol, each with a reason: callers, callees, implementations, ..."""
         if relation not in RELATIONS:
             raise ValueError(f"unknown relation {relation!r}; expected one of {', '.join(RELATIONS)}")
+        if relation == "history":
+            self.ensure_history()
         g = self.index.graph
         node = g.node(node_id)
         if node is None:

@@ -163,8 +163,11 @@ def history_seeds(r: Retriever, plan: Plan, cands: Candidates, resolved: list[st
     target its recent commits, the commit that introduced it, and code that changes with it."""
     from ctx_lsp.history import history_for
 
+    if "history" not in plan.operators:
+        return []
+    r.engine.ensure_history()
     h = history_for(r.engine.index)
-    if h is None or not h.available or "history" not in plan.operators:
+    if h is None or not h.available:
         return []
     out: list[str] = []
     if not resolved:
