@@ -309,3 +309,31 @@ async def test_jedi_refinement_runs_in_the_background_and_is_reported(client: La
     st = await poll_status(client, lambda s: s["refinement"]["total"] > 0
                            and s["refinement"]["done"] == s["refinement"]["total"])
     assert 0 < st["refinement"]["total"] <= st["files"]
+
+
+async def test_opened_files_feed_working_memory(client: LanguageClient) -> None:
+    def remembered(pack: dict[str, Any]) -> set[str]:
+        return {i["path"] for i in pack["items"] if any(r["via"] == "working-memory" for r in i["reasons"])}
+
+    before = await command(client, "ctx.getContext", {"query": "refund", "budget": 4000})
+    assert "tests/test_service.py" not in remembered(before)
+    did_open(client, "tests/test_service.py")
+    pack = await command(client, "ctx.getContext", {"query": "refund", "budget": 4000})
+    assert "tests/test_service.py" in remembered(pack)
+
+
+async def test_workspace_folders_added_and_removed_at_runtime(client: LanguageClient, tmp_path: Path) -> None:
+    other = copy_workspace(tmp_path / "other")
+    folder = types.WorkspaceFolder(uri=other.as_uri(), name="other")
+    client.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(
+        event=types.WorkspaceFoldersChangeEvent(added=[folder], removed=[])))
+    st = await poll_status(client, lambda s: len(s["roots"]) == 2 and not s["indexing"])
+    assert st["roots"][1] == str(other) and st["files"] == 8
+    client.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(
+        event=types.WorkspaceFoldersChangeEvent(added=[], removed=[folder])))
+    st = await poll_status(client, lambda s: len(s["roots"]) == 1)
+    assert st["files"] == 4
+    from pygls.exceptions import JsonRpcInvalidParams
+
+    with pytest.raises(JsonRpcInvalidParams, match="outside the workspace"):
+        await command(client, "ctx.architecturalContext", {"uri": uri(other, "shop/service.py")})
