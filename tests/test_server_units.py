@@ -1,0 +1,92 @@
+"""Unit tables for the server's pure parts: column conversion (convert.py), settings (options.py)
+and params validation (params.py). The end-to-end behaviour is in test_server*.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+
+from ctx_lsp.server import params as P
+from ctx_lsp.server.convert import UTF8, UTF16, UTF32, Positions, col_to_codepoints, col_to_units
+from ctx_lsp.server.options import Options, parse_options
+
+LINE = 'x = "é😀—"; f()'  # é: 2 utf-8 bytes, 😀: 4 bytes / 2 utf-16 units, —: 3 bytes
+F = LINE.index("f()")  # code-point column of f
+
+
+@pytest.mark.parametrize(("encoding", "units"), [(UTF8, F + 1 + 3 + 2), (UTF16, F + 1), (UTF32, F)])
+def test_columns_round_trip_per_encoding(encoding: str, units: int) -> None:
+    assert col_to_units(LINE, F, encoding) == units
+    assert col_to_codepoints(LINE, units, encoding) == F
+
+
+@pytest.mark.parametrize(("units", "encoding", "expected"), [
+    (0, UTF8, 0), (-3, UTF16, 0), (999, UTF8, len(LINE)), (999, UTF16, len(LINE)),
+    (6, UTF8, 6),  # the middle of é's two bytes snaps to the next character
+    (7, UTF16, 7),  # between the two halves of 😀: the next character
+])
+def test_client_columns_are_clamped_and_snap_inside_characters(units: int, encoding: str, expected: int) -> None:
+    assert col_to_codepoints(LINE, units, encoding) == expected
+
+
+def test_positions_prefer_the_buffer_over_the_disk(tmp_path: Path) -> None:
+    f = tmp_path / "m.py"
+    f.write_text("abc\n", encoding="utf-8")
+    pos = Positions(UTF16, {f: "😀😀 = 1\n"})
+    assert pos.to_lsp(f, 1, 2) == types.Position(line=0, character=4)
+    assert pos.to_core(f, types.Position(line=0, character=4)) == (1, 2)
+    assert Positions(UTF16).to_lsp(f, 1, 2) == types.Position(line=0, character=2)
+    rng = pos.lines_range(f, 1, 1)
+    assert (rng.start.character, rng.end.character) == (0, len("😀😀 = 1") + 2)
+
+
+def check_options(raw: object, expected: dict[str, object], warned: list[str]) -> None:
+    opts, warnings = parse_options(raw)
+    for attr, value in expected.items():
+        assert getattr(opts, attr) == value, (attr, opts)
+    assert len(warnings) == len(warned), warnings
+    for w, fragment in zip(warnings, warned, strict=True):
+        assert fragment in w
+
+
+@pytest.mark.parametrize(("raw", "expected", "warned"), [
+    (None, {"budget": 4000, "include": ()}, []),
+    ({"budget": 1200, "include": ["src/**"], "exclude": "tests/**", "cacheDir": "/c", "jediRefinement": False},
+     {"budget": 1200, "include": ("src/**",), "exclude": ("tests/**",), "cache_dir": "/c", "jedi_refinement": False}, []),
+    ({"budget": 0}, {"budget": 4000}, ["'budget'"]),
+    ({"budget": "800"}, {"budget": 4000}, ["expected an integer"]),
+    ({"budget": True}, {"budget": 4000}, ["expected an integer"]),
+    ({"budget": 800.0, "debounceMs": 50}, {"budget": 800, "debounce_ms": 50}, []),
+    ({"debounceMs": 60_000}, {"debounce_ms": 300}, ["'debounceMs'"]),
+    ({"jediRefinement": "yes", "include": [1]}, {"jedi_refinement": True, "include": ()},
+     ["'jediRefinement'", "'include'"]),
+    ({"codeLens": False, "budget": None}, {"code_lens": False, "budget": 4000}, []),
+    ({"typo": 1}, {}, ["unknown setting 'typo'"]),
+    (["not", "an", "object"], {"budget": 4000}, ["must be an object"]),
+])
+def test_settings_table(raw: object, expected: dict[str, object], warned: list[str]) -> None:
+    check_options(raw, expected, warned)
+
+
+def test_settings_layer_over_a_base() -> None:
+    base, _ = parse_options({"budget": 100, "exclude": ["a"]})
+    opts, _ = parse_options({"budget": 200}, base)
+    assert (opts.budget, opts.exclude) == (200, ("a",))
+    assert opts.index_key() == base.index_key() != Options().index_key()
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    ((1,), "must be a params object"),
+    (({}, {}), "one params object argument, got 2"),
+])
+def test_params_object_shape(args: tuple[object, ...], fragment: str) -> None:
+    with pytest.raises(JsonRpcInvalidParams, match=fragment):
+        P.params_object("ctx.x", args)
+
+
+@pytest.mark.parametrize("args", [(), (None,), ([],), ({},)])
+def test_empty_params_objects(args: tuple[object, ...]) -> None:
+    assert P.params_object("ctx.x", args) == {}
