@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from ctx_lsp.engine import Engine
 
 TEST_PRIOR = 0.6
+# operators whose answer is other code than the named target
+_RELATIONAL = {"callers", "implementations", "references", "importers", "instantiations", "tests", "history"}
 ALL_FEATURES = frozenset({"lexical", "symbols", "edges", "history_tests", "hops", "memory"})
 _SYMBOL_KINDS = (NodeKind.CLASS.value, NodeKind.FUNCTION.value, NodeKind.METHOD.value)
 
@@ -50,6 +52,11 @@ class Retriever:
         self._compound: list[str] = []
         self._lines: dict[str, tuple[str, list[str]]] = {}
         engine.index.listeners.append(self._on_change)
+
+    def reset_memory(self) -> None:
+        """Forget working and episodic memory (in memory only; the persisted log is kept)."""
+        self.working = WorkingMemory()
+        self.episodic = EpisodicMemory(None)
 
     # -- index upkeep -------------------------------------------------------------------------
     def _on_change(self, paths: set[str]) -> None:
@@ -203,7 +210,9 @@ class Retriever:
         check()
         ranked = cands.ranked(self._prior(plan))
         t["score"] = time.perf_counter()
-        items = pack(ranked, self.engine.graph, self.source_lines, budget)
+        relational = bool(set(plan.operators) & _RELATIONAL)
+        targets = frozenset(resolved + ([hop_target] if hop_target else [])) if relational else frozenset()
+        items = pack(ranked, self.engine.graph, self.source_lines, budget, targets)
         t["pack"] = time.perf_counter()
         out_items = [it.to_json() for it in items]
         result = {
@@ -227,8 +236,10 @@ class Retriever:
 
     def _prior(self, plan: Plan) -> Callable[[str], float] | None:
         """Tests matter for test questions; otherwise they rank below the code they exercise."""
-        if "tests" in plan.operators or re.search(r"\btest", plan.query, re.I):
+        if "tests" in plan.operators:
             return None
+        if set(plan.operators) & _RELATIONAL:
+            return None  # a test that calls or subclasses the target is part of the answer
         g = self.engine.graph
 
         def prior(node_id: str) -> float:

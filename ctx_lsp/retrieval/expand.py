@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from ctx_lsp.extract import is_test_path
-from ctx_lsp.model import EdgeKind
+from ctx_lsp.model import RESOLVER_IMPORT, EdgeKind
 from ctx_lsp.retrieval.plan import Plan
 from ctx_lsp.retrieval.score import Candidates
 
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
 
 CAP_PER_KIND = 12
 K = EdgeKind
+IMPORTED_BY = "REFERENCES/import"  # pseudo-kind: REFERENCES edges made by an import statement
 
 # operator -> [(edge kind, direction, weight)]; "in" follows edges pointing at the target
 OPERATOR_EDGES: dict[str, list[tuple[str, str, float]]] = {
@@ -23,7 +25,8 @@ OPERATOR_EDGES: dict[str, list[tuple[str, str, float]]] = {
     "callees": [(K.CALLS.value, "out", 1.0), (K.INSTANTIATES.value, "out", 0.9)],
     "implementations": [(K.INHERITS.value, "in", 1.0), (K.OVERRIDES.value, "in", 1.0)],
     "references": [(K.REFERENCES.value, "in", 1.0), (K.CALLS.value, "in", 0.9), (K.INSTANTIATES.value, "in", 0.9)],
-    "importers": [(K.IMPORTS.value, "in", 1.0)],
+    # importers of a symbol: the import statements that name it (REFERENCES made by ast-import)
+    "importers": [(K.IMPORTS.value, "in", 1.0), (IMPORTED_BY, "in", 1.0)],
     "dependencies": [(K.IMPORTS.value, "out", 1.0)],
     "instantiations": [(K.INSTANTIATES.value, "in", 1.0)],
     "tests": [(K.COVERS.value, "in", 1.0), (K.COVERS.value, "out", 1.0)],
@@ -32,6 +35,9 @@ OPERATOR_EDGES: dict[str, list[tuple[str, str, float]]] = {
                (K.INHERITS.value, "in", 0.85), (K.REFERENCES.value, "in", 0.7), (K.IMPORTS.value, "in", 0.5),
                (K.COVERS.value, "in", 0.5), (K.CONTAINS.value, "out", 0.5)],
 }
+# "move X" / "extract X": what X uses must be importable from its new home
+MOVE_EDGES = [(K.CALLS.value, "out", 0.7), (K.REFERENCES.value, "out", 0.6), (K.INSTANTIATES.value, "out", 0.6)]
+_MOVE = re.compile(r"\b(?:move|moving|extract|split|relocate)\b", re.I)
 # concept queries: a light structural neighbourhood around lexical hits
 CONCEPT_EDGES = [(K.CALLS.value, "out", 0.25), (K.CALLS.value, "in", 0.2), (K.INHERITS.value, "out", 0.3),
                  (K.INSTANTIATES.value, "in", 0.25)]
@@ -41,6 +47,8 @@ def edges_for(plan: Plan, history_tests: bool) -> list[tuple[str, str, float]]:
     spec: list[tuple[str, str, float]] = []
     for op in plan.operators:
         spec.extend(OPERATOR_EDGES.get(op, []))
+    if "impact" in plan.operators and _MOVE.search(plan.query):
+        spec.extend(MOVE_EDGES)
     if not spec:
         spec = list(CONCEPT_EDGES)
     if not history_tests:
@@ -48,7 +56,7 @@ def edges_for(plan: Plan, history_tests: bool) -> list[tuple[str, str, float]]:
     return spec
 
 
-TEST_DAMPING = 0.4  # tests reached by a non-test relation: relevant, but must not crowd out the code
+TEST_DAMPING = 0.7  # tests reached by a non-test relation: relevant, but must not crowd out the code
 
 
 def _is_test(graph: CodeGraph, node_id: str) -> bool:
@@ -69,7 +77,10 @@ def expand(graph: CodeGraph, cands: Candidates, sources: list[str], spec: list[t
         for node_id, base, depth in frontier:
             per_kind: dict[tuple[str, str], int] = {}
             for kind, direction, w in spec:
-                edges = graph.in_edges(node_id, (kind,)) if direction == "in" else graph.out_edges(node_id, (kind,))
+                real = K.REFERENCES.value if kind == IMPORTED_BY else kind
+                edges = graph.in_edges(node_id, (real,)) if direction == "in" else graph.out_edges(node_id, (real,))
+                if kind == IMPORTED_BY:
+                    edges = [e for e in edges if e.resolver == RESOLVER_IMPORT]
                 edges.sort(key=lambda e: (e.src if direction == "in" else e.dst))
                 for e in edges:
                     other = e.src if direction == "in" else e.dst

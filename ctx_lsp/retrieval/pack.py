@@ -82,7 +82,13 @@ def reference_text(node: Node) -> str:
     return f"{node.path}:{node.start_line} {node.qualname or ''} ({node.kind})".replace("  ", " ")
 
 
-def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget: int) -> list[Item]:
+TARGET_FULL_SHARE = 0.2  # a relation question's own target gets full text only when it is this small
+
+
+def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget: int,
+         targets: frozenset[str] = frozenset()) -> list[Item]:
+    """Pack ranked candidates. `targets` are the subjects of a relation question ("who calls X":
+    X): their bodies are not the answer, so they are kept short to leave room for what is."""
     if not ranked:
         return []
     top = ranked[0].score
@@ -119,6 +125,8 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
                     continue
                 cost = count_tokens(text)
                 if cost > MAX_FULL_SHARE * budget and rank > 0:
+                    continue
+                if cand.node_id in targets and cost > TARGET_FULL_SHARE * budget:
                     continue
                 if items and used + cost + head > FULL_SHARE * budget:
                     continue

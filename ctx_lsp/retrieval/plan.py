@@ -24,14 +24,14 @@ OPERATORS = ("definition", "callers", "callees", "implementations", "references"
 
 # (operator, pattern) in priority order; patterns run on the lower-cased query
 _RULES: list[tuple[str, re.Pattern[str]]] = [
-    ("callers", re.compile(r"\bwho (?:calls|uses|invokes)\b|\bcallers?\b|\bcalled (?:by|from)\b|\bcall sites?\b|\bwhere is .* (?:called|invoked)\b|\bwhat calls\b|\binvok\w* of\b")),
-    ("callees", re.compile(r"\bwhat does .* call\b|\bcallees?\b|\bcalls made (?:by|in|from)\b|\bwhat .* calls\b|\bfunctions? called (?:by|in|from)\b")),
-    ("implementations", re.compile(r"\bimplement\w*\b|\bsubclass\w*\b|\boverrid\w*\b|\binherit\w*\b|\bderived\b|\bextends?\b|\bconcrete\b")),
+    ("callers", re.compile(r"\b(?:who|what(?: code| functions?| methods?)?|which \w+) (?:calls|uses|invokes|triggers)\b|\bcallers?\b|\bcalled (?:by|from)\b|\bcall sites?\b|\bwhere (?:is|are) .* (?:called|invoked|used)\b|\binvocations? of\b|\binvok\w* (?:of|it)\b")),
+    ("callees", re.compile(r"\bwhat (?:does|do) .* (?:call|invoke|use)\b|\bcallees?\b|\bcalls made (?:by|in|from)\b|\bfunctions? (?:called|invoked) (?:by|in|from)\b|\bwhat .* calls? into\b")),
+    ("implementations", re.compile(r"\bimplement\w*\b|\bsubclass\w*\b|\boverrid\w*\b|\binherit\w*\b|\bderiv\w*\b|\bextends?\b|\bconcrete\b|\bspeciali[sz]\w*\b")),
     ("references", re.compile(r"\breferenc\w*\b|\busages?\b|\bwhere is .* used\b|\buses of\b|\bwho uses\b")),
-    ("importers", re.compile(r"\bwho imports\b|\bimporters?\b|\bimported (?:by|in|from)\b|\bwhich (?:files|modules) import\b|\bdepends? on\b")),
-    ("dependencies", re.compile(r"\bwhat does .* import\b|\bdependenc\w*\b|\bimports of\b")),
+    ("importers", re.compile(r"\bwho imports\b|\bimporters?\b|\bimported (?:by|in|from)\b|\bwhich (?:files|modules) import\b|\b(?:what|who|which \w+) (?:depends?|relies?) on\b|\bdependents\b")),
+    ("dependencies", re.compile(r"\bwhat (?:does|do) .* (?:import|depend on|rely on|need)\b|\bdependenc\w*\b|\bimports of\b|\b(?:what|which) .* (?:it|this module|this file) imports\b")),
     ("instantiations", re.compile(r"\binstantiat\w*\b|\binstances? of\b|\bconstruct\w*\b|\bwho creates\b|\bwhere is .* created\b|\bfactor(?:y|ies)\b")),
-    ("tests", re.compile(r"\btests?\b|\btested\b|\bcover(?:s|ed|age)?\b|\bspecs?\b")),
+    ("tests", re.compile(r"\btests\b|\bwhich test\b|\btests? (?:for|of|that|which|covering)\b|\bcover(?:s|ed|age|ing)?\b|\btested\b|\bexercis\w*\b|\bwhat does (?:this|the) test\b|\bunit tests?\b")),
     ("history", re.compile(r"\bchanged?\b.*\brecent\w*\b|\brecent\w*\b.*\bchang\w*\b|\bcommits?\b|\bhistory\b|\bintroduced\b|\bwho (?:changed|wrote|modified)\b|\bchanges? together\b|\bco-?chang\w*\b|\blast (?:changed|modified)\b|\bwhat changed\b")),
     ("impact", re.compile(r"\bwhat (?:must|should|needs to|would|will) change\b|\bimpact\b|\baffect\w*\b|\bbreak\w*\b|\bif .* chang\w*\b|\brefactor\w*\b|\brenam\w*\b|\bsignature\b|\bmove\b|\badd (?:a |an )?(?:new )?(?:parameter|argument|option|field)\b|\bripple\b")),
     ("definition", re.compile(r"\bwhere is .* defined\b|\bdefinition\b|\bdefined\b|\bshow me\b|\bwhat is\b|\bexplain\b|\bhow does\b")),
@@ -156,8 +156,6 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
         operators.append("impact")
     if "history" in operators and temporal and not re.search(r"\bcommit|\bchang", low):
         operators.remove("history")
-    if "tests" in operators and re.search(r"\btest(?:s|ing)? (?:for|of)\b|\bwhich tests?\b|\btests? (?:that |which )?cover|\brun after\b|\bexercis", low) is None and re.search(r"\btests?\b", low) is None:
-        operators.remove("tests")
     concepts = [m.group(1).strip() for m in _CONCEPT.finditer(text)]
     soft = [sm for sm in soft if sm[0] not in {x.lower() for x in mentions}]
     if temporal:
