@@ -318,11 +318,7 @@ class Strategies:
     # -- the engine ----------------------------------------------------------------------------------
     def reset_memory(self) -> None:
         """Empty the engine's working and episodic memory so questions do not leak into each other."""
-        from ctx_lsp.retrieval.memory import EpisodicMemory, WorkingMemory
-
-        r = self.engine.retriever
-        r.working = WorkingMemory()
-        r.episodic = EpisodicMemory(None)
+        self.engine.retriever.reset_memory()
 
     def engine_pack(self, name: str, query: str, path: str | None = None, line: int | None = None,
                     session: list[str] | None = None) -> dict[str, Any]:
