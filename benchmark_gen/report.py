@@ -103,10 +103,14 @@ def render_markdown(report: dict[str, Any]) -> str:
                 rows.append([scope, LABELS.get(other, other)] + cells + [ms.get("R@10", {}).get("verdict", "-")])
         out += _table(headers, rows) + [""]
     if report.get("edges"):
-        out += ["## Graph accuracy (verify-edges)", ""]
-        for key, val in _flat(report["edges"]):
-            out.append(f"- {key}: {val}")
-        out.append("")
+        from benchmark_gen.verify_edges import render_accuracy_section
+
+        try:
+            out += [render_accuracy_section(report["edges"]), ""]
+        except (KeyError, TypeError, ValueError):
+            # not a verify-edges result after all: show what it holds rather than fail the report
+            out += ["## Graph accuracy (verify-edges)", ""]
+            out += [f"- {key}: {val}" for key, val in _flat(report["edges"])] + [""]
     return "\n".join(out)
 
 
