@@ -521,7 +521,11 @@ class Binder:
                     if attr is not None:
                         self._weaken(RESOLVER_TYPE)
                         value = self.eval_chain(info, attr[0], attr[1], depth + 1)
-                        return value if value is not None else ("sym", symbol_id(path, mq))
+                        if value is None or value is EXT:
+                            # unknown or a built-in/library type: the class variable itself (a REFERENCES
+                            # target); attribute access on it still derefs to what it holds
+                            return ("sym", symbol_id(path, mq))
+                        return value
                 return ("sym", symbol_id(path, mq))
             attr = info.defs[qual].attrs.get(name)
             if attr is not None:
@@ -600,7 +604,10 @@ class Binder:
             if sub is not None and sub != path and (mpath is None or imp.name not in self.ws.info[mpath].top):
                 add(path, sub, EdgeKind.IMPORTS.value, imp.line, imp.col, RESOLVER_IMPORT, (imp.name,))
             self.resolver = RESOLVER_IMPORT
-            value = self.deref_variable(self.module_attr(module, imp.name, 0), 0) if mpath else None
+            raw = self.module_attr(module, imp.name, 0) if mpath else None
+            value = self.deref_variable(raw, 0)
+            if (value is None or value is EXT) and raw is not None and raw[0] == "sym":
+                value = raw  # a variable holding a literal or a library object: the variable itself
             if value is not None and value[0] == "sym" and value[1] != src_scope:
                 add(src_scope, value[1], EdgeKind.REFERENCES.value, imp.line, imp.col, RESOLVER_IMPORT)
 
