@@ -35,6 +35,13 @@ _MAX_DEPTH = 14
 Value = tuple[str, str] | None
 EXT: tuple[str, str] = ("ext", "")
 
+# pytest's built-in fixtures: objects of pytest or the stdlib, never the project's
+_PYTEST_FIXTURES = frozenset({
+    "request", "tmp_path", "tmp_path_factory", "tmpdir", "tmpdir_factory", "monkeypatch", "capsys", "capsysbinary",
+    "capfd", "capfdbinary", "caplog", "recwarn", "pytestconfig", "record_property", "record_xml_attribute",
+    "record_testsuite_property", "cache", "doctest_namespace", "testdir", "pytester",
+})
+
 # A dependency on a file by path (not module name): conftest.py files, found by directory, not import.
 PATH_DEP = "\0path:"
 
@@ -382,7 +389,7 @@ class Binder:
             value = self.lookup(info, scope, name, depth + 1)
         rest = chain[1:]
         if name == FIXTURE and rest:
-            value = self.fixture(info, rest[0], depth + 1)
+            value = self.fixture(info, scope, rest[0], depth + 1)
             rest = rest[1:]
         if called:
             value = self.apply_call(value, depth + 1)
@@ -395,10 +402,17 @@ class Binder:
                 return value
         return value
 
-    def fixture(self, info: ModuleInfo, name: str, depth: int) -> Value:
-        """The value pytest fixture `name` provides to a test or fixture in `info`'s file: the fixture
-        defined in that file, else in the nearest conftest.py up the directory tree."""
+    def fixture(self, info: ModuleInfo, scope: str, name: str, depth: int) -> Value:
+        """The value pytest fixture `name` provides to the test or fixture `scope` in `info`'s file: a
+        fixture method of its class, else one defined in the file, else in the nearest conftest.py up
+        the directory tree, else pytest's own (tmp_path, monkeypatch, ...: outside the workspace)."""
         path = info.facts.path
+        owner = self.enclosing_class(info, scope) if scope else None
+        if owner is not None:
+            mq = info.members.get(owner, {}).get(name)
+            if mq is not None and is_fixture(info.defs[mq].decorators):
+                self._weaken(RESOLVER_TYPE)
+                return self.apply_call(("sym", symbol_id(path, mq)), depth + 1)
         dirs = path.split("/")[:-1]
         candidates = [path] + ["/".join(dirs[:k] + ["conftest.py"]) for k in range(len(dirs), -1, -1)]
         for cand in candidates:
@@ -413,7 +427,7 @@ class Binder:
                 continue
             self._weaken(RESOLVER_TYPE)
             return self.apply_call(("sym", symbol_id(cand, qual)), depth + 1)
-        return None
+        return EXT if name in _PYTEST_FIXTURES else None
 
     def deref_variable(self, value: Value, depth: int) -> Value:
         """A module/class variable stands for what it was assigned (aliases, singletons)."""

@@ -113,6 +113,7 @@ MUST_EXIST: list[tuple[str, str, str, str | None, str | None]] = [
     (T + "test_local_fixture", M + "Repo.save", "CALLS", "ast-type", "local_repo.save()"),
     (T + "TestRepo.test_method", M + "Repo.find", "CALLS", "ast-type", "repo.find(2)"),
     ("suite/conftest.py::made", M + "make_repo", "CALLS", "ast-import", "yield make_repo()"),
+    (T + "TestWithClassFixture.test_uses_class_fixture", M + "Repo.find", "CALLS", "ast-type", "own.find(3)"),
 ]
 
 # (src, dst, kind or None for any kind)
@@ -214,6 +215,9 @@ def test_library_calls_count_as_external_not_unresolved(index: WorkspaceIndex) -
     for chain in [("self", "session", "get"), ("requests", "Session"), ("requests", "get"), ("resp", "json"),
                   ("self", "start"), ("self", "get"), ("options", "get")]:
         assert chain not in unresolved, chain
+    suite = _site_chains(index, "suite/test_repo.py", "unresolved")
+    assert ("value", "save") in suite  # a parametrized argument: unknown
+    assert ("monkeypatch", "setattr") not in suite and ("tmp_path", "joinpath") not in suite  # pytest's own
     assert index.bindings["app/services.py"].external >= 6
     counts = index.resolution_counts()
     assert counts["internal"] > counts["unresolved"] > 0
