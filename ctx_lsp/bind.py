@@ -405,12 +405,13 @@ class Binder:
     def fixture(self, info: ModuleInfo, scope: str, name: str, depth: int) -> Value:
         """The value pytest fixture `name` provides to the test or fixture `scope` in `info`'s file: a
         fixture method of its class, else one defined in the file, else in the nearest conftest.py up
-        the directory tree, else pytest's own (tmp_path, monkeypatch, ...: outside the workspace)."""
+        the directory tree, else pytest's own (tmp_path, monkeypatch, ...: outside the workspace).
+        A fixture that requests its own name gets the one it overrides (pytest's rule)."""
         path = info.facts.path
         owner = self.enclosing_class(info, scope) if scope else None
         if owner is not None:
             mq = info.members.get(owner, {}).get(name)
-            if mq is not None and is_fixture(info.defs[mq].decorators):
+            if mq is not None and mq != scope and is_fixture(info.defs[mq].decorators):
                 self._weaken(RESOLVER_TYPE)
                 return self.apply_call(("sym", symbol_id(path, mq)), depth + 1)
         dirs = path.split("/")[:-1]
@@ -425,6 +426,8 @@ class Binder:
             qual = cinfo.top.get(name)
             if qual is None or not is_fixture(cinfo.defs[qual].decorators):
                 continue
+            if cand == path and qual == scope:
+                continue  # a fixture asking for its own name gets the one it overrides, further up
             self._weaken(RESOLVER_TYPE)
             return self.apply_call(("sym", symbol_id(cand, qual)), depth + 1)
         return EXT if name in _PYTEST_FIXTURES else None

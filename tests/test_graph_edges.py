@@ -114,6 +114,8 @@ MUST_EXIST: list[tuple[str, str, str, str | None, str | None]] = [
     (T + "TestRepo.test_method", M + "Repo.find", "CALLS", "ast-type", "repo.find(2)"),
     ("suite/conftest.py::made", M + "make_repo", "CALLS", "ast-import", "yield make_repo()"),
     (T + "TestWithClassFixture.test_uses_class_fixture", M + "Repo.find", "CALLS", "ast-type", "own.find(3)"),
+    (T + "TestOverridingFixture.repo", M + "Repo.save", "CALLS", "ast-type", "repo.save()"),
+    (T + "TestOverridingFixture.test_overridden", M + "Repo.find", "CALLS", "ast-type", "repo.find(4)"),
 ]
 
 # (src, dst, kind or None for any kind)
