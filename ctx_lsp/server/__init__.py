@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+from typing import BinaryIO
 
 from ctx_lsp.server.server import CtxLanguageServer
 
@@ -35,6 +36,23 @@ def _setup_logging(args: argparse.Namespace) -> None:
     verbose = bool(getattr(args, "verbose", False))
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     logging.getLogger("pygls").setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+def _private_wire() -> tuple[BinaryIO, BinaryIO]:
+    """The stdio wire on private duplicates of fds 0 and 1; fd 0 becomes /dev/null and fd 1 stderr.
+
+    Why: a forked worker (the indexer's binding pool) closes `sys.stdin` on start and would block
+    forever on its buffer lock, held by the thread reading LSP messages; and a stray print from any
+    library would corrupt the wire.
+    """
+    wire_in = os.fdopen(os.dup(0), "rb")
+    wire_out = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    return wire_in, wire_out
 
 
 def _prepare_worker_processes() -> None:
@@ -70,7 +88,8 @@ def run_server(args: argparse.Namespace) -> int:
         if getattr(args, "tcp", False):
             server.start_tcp(args.host, args.port)
         else:
-            server.start_io()
+            wire_in, wire_out = _private_wire()
+            server.start_io(wire_in, wire_out)
     except SystemExit as exc:  # pygls ends the process this way on `exit`
         code = exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
