@@ -424,6 +424,16 @@ class Binder:
             if cinfo is None:
                 continue
             qual = cinfo.top.get(name)
+            if qual is None and (name in cinfo.bound.get("", {}) or cinfo.stars):
+                # a fixture imported into the conftest or test module (`from .fixtures import *`)
+                value = self.lookup(cinfo, "", name, depth + 1)
+                if value is not None and value[0] == "sym":
+                    fpath, _, fqual = value[1].partition("::")
+                    fdef = self.ws.info[fpath].defs.get(fqual) if fpath in self.ws.info else None
+                    if fdef is not None and is_fixture(fdef.decorators):
+                        self._weaken(RESOLVER_TYPE)
+                        return self.apply_call(value, depth + 1)
+                continue
             if qual is None or not is_fixture(cinfo.defs[qual].decorators):
                 continue
             if cand == path and qual == scope:

@@ -390,6 +390,13 @@ REGRESSIONS = {
          "tests/conftest.py": "import pytest\nfrom pkg.a import A\n\n\n@pytest.fixture\ndef thing():\n    yield A()\n"},
         "tests/conftest.py", "import pytest\nfrom pkg.a import B\n\n\n@pytest.fixture\ndef thing():\n    yield B()\n",
     ),
+    # a fixture imported into conftest.py from a plugin module changes in that module
+    "imported-fixture-changed": (
+        {"pkg/__init__.py": "", "pkg/a.py": A_PY, "tests/test_x.py": "def test_it(thing):\n    thing.run()\n",
+         "tests/conftest.py": "from pkg.fixtures import *\n",
+         "pkg/fixtures.py": "import pytest\nfrom pkg.a import A\n\n\n@pytest.fixture\ndef thing():\n    return A()\n"},
+        "pkg/fixtures.py", "import pytest\nfrom pkg.a import B\n\n\n@pytest.fixture\ndef thing():\n    return B()\n",
+    ),
 }
 
 
