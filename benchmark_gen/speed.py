@@ -100,8 +100,17 @@ def child_cold(root: Path, cache: Path, refine: bool, budget: float | None) -> N
 
     status = refine_index(index, progress=progress, budget_s=budget)
     complete = status["done"] == status["total"]
-    _emit("refined", complete=complete, rss_mb=_rss_mb(),
-          status={k: v for k, v in status.items() if k not in ("contradiction_examples",)})
+    # examples of every verdict (contradicted, jedi_external, jedi_unresolved), a few per kind
+    examples: dict[str, list[Any]] = {}
+    files = (index.extra_state.get("jedi") or {}).get("files", {})
+    for path in sorted(files):
+        for ex in files[path].get("examples", []):
+            bucket = examples.setdefault(ex.get("verdict", "?"), [])
+            if len(bucket) < 40:
+                bucket.append(ex)
+    status = {k: v for k, v in status.items() if k != "contradiction_examples"}
+    status["examples"] = examples
+    _emit("refined", complete=complete, rss_mb=_rss_mb(), status=status)
 
 
 def _queries(engine: Any, n: int, rng: random.Random) -> list[str]:
@@ -240,6 +249,7 @@ def measure_root(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         rec["refine_complete"] = None if refine_status is None else refine_status["done"] == refine_status["total"]
         if refine_status is not None:
             rec["refinement"] = refine_status
+            rec["refine_rss_mb"] = events["refined"][1]["rss_mb"]
         return rec
     finally:
         shutil.rmtree(cache, ignore_errors=True)
