@@ -337,3 +337,14 @@ async def test_workspace_folders_added_and_removed_at_runtime(client: LanguageCl
 
     with pytest.raises(JsonRpcInvalidParams, match="outside the workspace"):
         await command(client, "ctx.architecturalContext", {"uri": uri(other, "shop/service.py")})
+
+
+async def test_a_workspace_big_enough_for_worker_processes_indexes_inside_the_server(
+        bare: LanguageClient, tmp_path: Path) -> None:
+    # >= 600 files: the index parses and binds in process pools; forked workers once hung in the server
+    # on the stdin lock held by the LSP reader thread
+    ws = generate_workspace(tmp_path / "big", 650)
+    await initialize(bare, ws, "neovim", tmp_path / "cache", init={"jediRefinement": False})
+    st = await poll_status(bare, lambda s: not s["indexing"], timeout=240)
+    assert st["folders"][0]["state"] == "ready" and st["files"] == 670 and st["stale"] is False
+    assert st["edges"]["CALLS"] > 650 * 8
