@@ -348,3 +348,15 @@ async def test_a_workspace_big_enough_for_worker_processes_indexes_inside_the_se
     st = await poll_status(bare, lambda s: not s["indexing"], timeout=240)
     assert st["folders"][0]["state"] == "ready" and st["files"] == 670 and st["stale"] is False
     assert st["edges"]["CALLS"] > 650 * 8
+
+
+async def test_every_request_sent_after_an_edit_sees_it(client: LanguageClient) -> None:
+    ws = client.ws  # type: ignore[attr-defined]
+    refund = await prepare_call(client, "shop/service.py", "refund", line=15)
+    u = did_open(client, "shop/service.py")
+    n = len((ws / "shop/service.py").read_text(encoding="utf-8").splitlines())
+    end = types.Position(line=n, character=0)
+    did_change(client, u, 2, types.Range(start=end, end=end), "\n\ndef audit(item):\n    return refund(item)\n")
+    # several requests in flight at once: whichever runs first folds the edit in for all of them
+    answers = await asyncio.gather(*(callers(client, refund) for _ in range(4)))
+    assert all(set(a) == {"audit"} for a in answers), answers

@@ -50,6 +50,8 @@ class Root:
     refine_again: bool = False
     buffers: dict[str, str] = field(default_factory=dict)  # rel -> text of the buffers folded into the graph
     _waiting: int = 0
+    # changes taken from `pending` (in message order) and not yet applied; drained under the lock
+    _backlog: list[tuple[list[tuple[str, str, str | None]], list[tuple[str, str]]]] = field(default_factory=list)
     _count_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -96,7 +98,21 @@ class Root:
         while self._waiting > 0 and time.monotonic() < deadline:
             self._cond.wait(0.05)
 
-    # -- applying editor changes (worker thread, lock held) -------------------------------------
+    # -- applying editor changes ----------------------------------------------------------------
+    def enqueue(self, changes: list[tuple[str, str, str | None]], notes: list[tuple[str, str]]) -> None:
+        """Queue a batch of changes (event loop)."""
+        with self._count_lock:
+            self._backlog.append((changes, notes))
+
+    def backlog_size(self) -> int:
+        return len(self._backlog)
+
+    def drain(self) -> int:
+        """Apply every queued batch in order (worker thread, lock held). Returns files changed."""
+        with self._count_lock:
+            batches, self._backlog = self._backlog, []
+        return sum(self.apply(changes, notes) for changes, notes in batches)
+
     def apply(self, changes: list[tuple[str, str, str | None]], notes: list[tuple[str, str]]) -> int:
         """Fold (rel, BUFFER|DISK, text) changes into the graph. Returns the number of files changed."""
         ix = self.engine.index

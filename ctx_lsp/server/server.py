@@ -192,10 +192,16 @@ class CtxLanguageServer(LanguageServer):
         return out
 
     # -- running engine work --------------------------------------------------------------------
-    def _take_changes(self, root: Root) -> tuple[list[tuple[str, str, str | None]], list[tuple[str, str]]]:
-        """The folder's pending changes with buffer text snapshotted now (on the event loop)."""
+    def _take_changes(self, root: Root) -> None:
+        """Move the folder's pending changes, buffer text snapshotted now, to its backlog.
+
+        Runs on the event loop, in message order; the backlog is drained in order by whichever worker
+        takes the folder's lock next, so every request sent after an edit sees it.
+        """
         if root.indexing:
-            return [], []  # folded in when indexing ends: never mutate the index mid-build
+            return  # folded in when indexing ends: never mutate the index mid-build
+        if not root.pending and not root.notes:
+            return
         docs = {uri_to_path(u): d for u, d in self.workspace.text_documents.items()}
         changes: list[tuple[str, str, str | None]] = []
         for rel, source in root.pending.items():
@@ -203,21 +209,20 @@ class CtxLanguageServer(LanguageServer):
             changes.append((rel, BUFFER, doc.source) if doc is not None else (rel, DISK, None))
         root.pending.clear()
         notes, root.notes = root.notes, []
-        return changes, notes
+        root.enqueue(changes, notes)
 
     async def query(self, root: Root, fn: Callable[[Ctx], T], checkpoint: Callable[[], None] | None = None) -> T:
         """Run `fn` in a worker thread with the folder's lock held, after folding in pending edits."""
-        changes, notes = self._take_changes(root)
+        self._take_changes(root)
         pos = Positions(self.encoding, self.buffers())
 
-        def work() -> T:
+        def work() -> tuple[int, T]:
             with root.reading() as engine:
-                if changes or notes:
-                    root.apply(changes, notes)
-                return fn(Ctx(root, engine, pos, checkpoint or _no_checkpoint))
+                applied = 0 if root.indexing else root.drain()  # never mutate the index mid-build
+                return applied, fn(Ctx(root, engine, pos, checkpoint or _no_checkpoint))
 
-        result = await asyncio.to_thread(work)
-        if changes:
+        applied, result = await asyncio.to_thread(work)
+        if applied:
             self.schedule_index_updated()
             self.schedule_refinement(root)
         return result
@@ -234,7 +239,7 @@ class CtxLanguageServer(LanguageServer):
         self._flush_handles[key] = loop.call_later(REFINE_DELAY, lambda: self.start_refinement(root))
 
     async def flush(self, root: Root) -> None:
-        if root.pending or root.notes:
+        if root.pending or root.notes or root.backlog_size():
             await self.query(root, lambda ctx: None)
 
     def schedule_flush(self, root: Root) -> None:
