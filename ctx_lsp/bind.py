@@ -218,6 +218,7 @@ class Workspace:
             else:
                 self.info[path] = build_module_info(f, self.canonical[path])
         self._class_cache: dict[str, tuple[list[Value], frozenset[str]]] = {}
+        self._mro_active: set[str] = set()  # MROs being computed (cycle guard)
 
 
 class Binder:
@@ -487,6 +488,10 @@ class Binder:
         if cached is not None:
             self.deps.update(cached[1])
             return cached[0]
+        active = self.ws._mro_active
+        if class_id in active:
+            return [("sym", class_id), ("unknown", "")]  # a base expression that needs this very MRO
+        active.add(class_id)
         saved = self.deps
         self.deps = set()
         out: list[Value] = []
@@ -517,10 +522,17 @@ class Binder:
                     out.append(EXT if bval is EXT else ("unknown", ""))
 
         saved_resolver = self.resolver
-        visit(class_id, depth)
+        try:
+            # A fresh depth budget: the cached MRO must not depend on how deep the lookup that first
+            # asked for it was, or results would depend on binding order.
+            visit(class_id, 0)
+        finally:
+            active.discard(class_id)
         self.resolver = saved_resolver
         deps = frozenset(self.deps)
-        self.ws._class_cache[class_id] = (out, deps)
+        incomplete = any(v == ("unknown", "") for v in out)
+        if not incomplete or not active:
+            self.ws._class_cache[class_id] = (out, deps)
         self.deps = saved | deps
         return out
 
