@@ -773,8 +773,9 @@ class _Visitor:
                 if chain is not None and isinstance(cur.ctx, ast.Load):
                     self.add_word(cur.attr)
                     head = chain[0]
-                    if not head.endswith("()") and (not self.is_local(head) or head in ("self", "cls")):
-                        if head not in _BUILTINS:
+                    if not head.endswith("()"):
+                        # typed locals and parameters too: `ctx.path` reads a property of ctx's class
+                        if head not in _BUILTINS or self.is_local(head):
                             self.site(cur, chain, REF)
                     elif head.endswith("()"):
                         stack.append(cur.value)
