@@ -1,0 +1,56 @@
+"""Regressions for binder bugs found by `benchmark_gen verify-edges` (pyright and runtime traces)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctx_lsp.bind import Binder
+from ctx_lsp.index import WorkspaceIndex
+
+
+def _index(tmp_path: Path, files: dict[str, str]) -> WorkspaceIndex:
+    root = tmp_path / "ws"
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    ix = WorkspaceIndex(root, cache_dir=tmp_path / "cache")
+    ix.load_or_build()
+    return ix
+
+
+def _edges(ix: WorkspaceIndex, kind: str) -> set[tuple[str, str]]:
+    return {(e.src, e.dst) for e in ix.graph.edges() if e.kind == kind}
+
+
+def test_ve2_a_cached_mro_does_not_depend_on_the_depth_of_the_first_lookup(tmp_path: Path) -> None:
+    ix = _index(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/base.py": "class Provider:\n    def dumps(self, obj):\n        return str(obj)\n",
+        "pkg/app.py": "from .base import Provider\n\nclass Mid(Provider):\n    pass\n\nclass App(Mid):\n    pass\n",
+    })
+    b = Binder(ix.ws)
+    ix.ws._class_cache.clear()
+    deep = b.member("pkg/app.py::App", "dumps", 13)  # asked from deep inside a long chain first
+    shallow = b.member("pkg/app.py::App", "dumps", 0)
+    assert deep == shallow == ("sym", "pkg/base.py::Provider.dumps")
+
+
+def test_ve4_attribute_reads_through_typed_parameters_and_locals_reference_the_member(tmp_path: Path) -> None:
+    ix = _index(tmp_path, {"m.py": (
+        "class Ctx:\n"
+        "    @property\n"
+        "    def path(self) -> str:\n"
+        "        return 'x'\n"
+        "def show(ctx: Ctx) -> str:\n"
+        "    return ctx.path\n"
+        "def local() -> str:\n"
+        "    c = Ctx()\n"
+        "    return c.path\n"
+        "def untyped(x):\n"
+        "    return x.path\n"
+    )})
+    refs = _edges(ix, "REFERENCES")
+    assert ("m.py::show", "m.py::Ctx.path") in refs
+    assert ("m.py::local", "m.py::Ctx.path") in refs
+    assert not any(src == "m.py::untyped" for src, _ in refs)  # an untyped receiver is never guessed
