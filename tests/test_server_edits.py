@@ -223,8 +223,10 @@ async def slow(lsp_client: LanguageClient, tmp_path: Path):
     ws = copy_workspace(tmp_path / "ws")
     await initialize(lsp_client, ws, "neovim", tmp_path / "cache")
     await wait_indexed(lsp_client)
+    lsp_client.shut = False  # type: ignore[attr-defined]
     yield
-    await lsp_client.shutdown_session()
+    if not lsp_client.shut:  # type: ignore[attr-defined]
+        await lsp_client.shutdown_session()
 
 
 async def test_cancelling_ctx_get_context_stops_the_retrieval(slow: LanguageClient) -> None:
@@ -360,3 +362,12 @@ async def test_every_request_sent_after_an_edit_sees_it(client: LanguageClient) 
     # several requests in flight at once: whichever runs first folds the edit in for all of them
     answers = await asyncio.gather(*(callers(client, refund) for _ in range(4)))
     assert all(set(a) == {"audit"} for a in answers), answers
+
+
+async def test_shutdown_with_a_request_in_flight_is_clean(slow: LanguageClient) -> None:
+    pending = asyncio.ensure_future(send_raw(slow, "ctx/getContext", {"query": "who calls checkout"}))
+    await asyncio.sleep(0.4)  # the retrieval is between two slowed-down stages
+    await slow.shutdown_session()
+    slow.shut = True  # type: ignore[attr-defined]
+    assert slow._server is not None and slow._server.returncode == 0
+    pending.cancel()

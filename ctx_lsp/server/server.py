@@ -80,6 +80,19 @@ class CtxProtocol(LanguageServerProtocol):
         }
         return result
 
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args):  # type: ignore[no-untyped-def]
+        # pygls 2.1 cancels in-flight requests while iterating the dict their callbacks pop from
+        # ("dictionary changed size during iteration" answered to `shutdown`): iterate a copy.
+        if (user_handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield user_handler, args, None
+        current_id = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current_id and not future.done():
+                future.cancel()
+        self._shutdown = True
+        return None
+
 
 @dataclass
 class Ctx:
