@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -303,7 +304,11 @@ class WorkspaceIndex:
     def _bind_many(self, order: list[str], progress: Progress | None) -> list[FileBinding]:
         global _FORK_WS
         total = len(order)
-        if self.workers > 1 and total >= PARALLEL_THRESHOLD * 2 and hasattr(os, "fork"):
+        # Forked workers share the module table copy-on-write, but a fork while another thread holds
+        # a lock (the language server's reader, jedi refinement importing a module) can deadlock the
+        # child: with other threads alive, bind in this process instead.
+        single_threaded = threading.active_count() == 1
+        if self.workers > 1 and total >= PARALLEL_THRESHOLD * 2 and hasattr(os, "fork") and single_threaded:
             import multiprocessing
 
             _FORK_WS = self.ws  # forked workers inherit the module table copy-on-write
