@@ -33,7 +33,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from ctx_lsp.bind import FileBinding
+from ctx_lsp.bind import Binder, FileBinding
 from ctx_lsp.extract import CALL, Def, FileFacts, content_digest, decode_source
 from ctx_lsp.index import WorkspaceIndex
 from ctx_lsp.model import RESOLVER_JEDI, Edge, EdgeKind, symbol_id
@@ -42,7 +42,7 @@ from ctx_lsp.store import edge_from_wire, edge_to_wire
 log = logging.getLogger(__name__)
 
 STATE_KEY = "jedi"
-CACHE_VERSION = 2  # bump when the meaning of cached results changes
+CACHE_VERSION = 3  # bump when the meaning of cached results changes
 JEDI_LOCK = threading.RLock()  # every jedi call in this process; jedi is not thread-safe
 
 Progress = Callable[[str, int, int], None]
@@ -51,7 +51,7 @@ SourceProvider = Callable[[str], "str | None"]  # rel path -> editor buffer text
 _STATIC_CALL_KINDS = (EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value)
 _CALLABLE_TYPES = ("class", "function")  # jedi Name.type values an edge can point at directly
 _STAT_KEYS = ("sites", "internal", "external", "unresolved", "unresolved_local", "errors", "goto_calls", "infer_calls",
-              "sampled", "confirmed", "contradicted", "jedi_external", "jedi_unresolved", "added_edges")
+              "sampled", "confirmed", "confirmed_alias", "contradicted", "jedi_external", "jedi_unresolved", "added_edges")
 MAX_EXAMPLES_PER_FILE = 3
 MAX_TARGETS_PER_SITE = 3  # jedi may return several definitions (conditional defs); keep a few
 PARSO_CACHE_CAP = 400  # parsed trees kept in memory during a run before the cache is flushed (django: +170 MB)
@@ -99,6 +99,7 @@ class Refiner:
                          "file_errors": 0, "invalidated": 0}
         self.last_run: dict[str, Any] = {}
         self._project: Any = None
+        self._tops: tuple[int, set[str]] | None = None
         with self.lock:
             self._install_cached()
         if attach:
@@ -403,6 +404,11 @@ class Refiner:
             if e.dst in res.targets:
                 stats["confirmed"] += 1
                 continue
+            if res.targets and self._alias_of(res, e.dst):
+                # jedi stops at an alias (`register = registry.register`); static followed it to its value
+                stats["confirmed"] += 1
+                stats["confirmed_alias"] += 1
+                continue
             verdict = "contradicted" if res.targets else ("jedi_external" if res.external else "jedi_unresolved")
             stats[verdict] += 1
             if sum(1 for x in examples if x["verdict"] == verdict) < MAX_EXAMPLES_PER_FILE:
@@ -414,6 +420,17 @@ class Refiner:
         edges = sorted(new_edges.values(), key=lambda x: (x.line, x.col, x.dst, x.kind))
         stats["added_edges"] = len(edges)
         return {"edges": [edge_to_wire(x) for x in edges], "stats": stats, "examples": examples}
+
+    def _alias_of(self, res: _Resolution, dst: str) -> bool:
+        """Whether one of jedi's targets is a variable whose assigned value the static binder resolves to `dst`."""
+        try:
+            binder = Binder(self.index.ws)
+            for node_id, d in res.targets.items():
+                if d.kind == "variable" and binder.deref_variable(("sym", node_id), 0) == ("sym", dst):
+                    return True
+        except Exception:  # read without the index lock; a concurrent update may get in the way: no verdict
+            log.debug("alias check failed", exc_info=True)
+        return False
 
     def _sample(self, path: str, binding: FileBinding) -> list[Edge]:
         if self.sample_per_file <= 0:
@@ -456,6 +473,8 @@ class Refiner:
         if module_path is None or name.in_builtin_module():
             res.external = True
             return
+        if str(module_path).endswith(".pyi") and self._map_stub(name, res, variables_only):
+            return
         try:
             rel = self.index.rel(Path(module_path))
         except ValueError:
@@ -470,6 +489,43 @@ class Refiner:
             res.unmapped = True
             return
         res.targets[symbol_id(rel, d.qual)] = d
+
+
+    def _map_stub(self, name: Any, res: _Resolution, variables_only: bool) -> bool:
+        """A stub jedi bundles for a package the workspace *is* (django-stubs inside django): map by full name.
+
+        jedi prefers its bundled stubs over the workspace's own source for such packages, so without this
+        every call into the project would look external. Only packages whose top-level `__init__.py` is in
+        the workspace qualify (never stdlib stubs), and the target is found by its module-qualified name,
+        never by a short name. Returns False when the stub is not about the workspace.
+        """
+        full = name.full_name or ""
+        parts = full.split(".")
+        if len(parts) < 2 or parts[0] not in self._top_packages():
+            return False
+        ws = self.index.ws
+        for k in range(len(parts) - 1, 0, -1):
+            module = ".".join(parts[:k])
+            path = ws.modules.get(module)
+            if path is None or ws.canonical.get(path) != module:
+                continue
+            facts = self.index.facts.get(path)
+            qual = ".".join(parts[k:])
+            d = next((x for x in facts.defs if x.qual == qual), None) if facts is not None else None
+            if d is None or (variables_only and d.kind != "variable"):
+                break
+            res.targets[symbol_id(path, d.qual)] = d
+            return True
+        res.unmapped = True  # a workspace package, but not a symbol we have: neither ours nor external
+        return True
+
+    def _top_packages(self) -> set[str]:
+        ws = self.index.ws
+        key = id(ws)
+        if self._tops is None or self._tops[0] != key:
+            tops = {ws.canonical[p] for p in ws.canonical if p.endswith("__init__.py") and "." not in ws.canonical[p]}
+            self._tops = (key, tops)
+        return self._tops[1]
 
 
 def _name_col(lines: list[str], line: int, col: int, chain: tuple[str, ...]) -> int:

@@ -9,7 +9,7 @@ import pytest
 
 from ctx_lsp.index import WorkspaceIndex
 from ctx_lsp.model import RESOLVER_JEDI
-from ctx_lsp.refine import STATE_KEY, Refiner
+from ctx_lsp.refine import STATE_KEY, Refiner, _Resolution
 
 REPO = '''\
 class Repo:
@@ -203,3 +203,35 @@ def test_nothing_is_written_outside_the_cache_dir(ws: tuple[Path, Path]) -> None
     Refiner(index).run()
     assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
     assert (cache / "jedi").is_dir()  # jedi's parse pickles went into our cache directory
+
+
+def test_alias_and_bundled_stub_of_the_workspace_package(tmp_path: Path) -> None:
+    """`register = registry.register` counts as confirmed; jedi's bundled django-stubs map back to the workspace."""
+    root = tmp_path / "ws"
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/registry.py": "class Registry:\n    def register(self, f):\n        return f\n\n\n"
+                           "registry = Registry()\nregister = registry.register\n",
+        "pkg/use.py": "from pkg import registry as checks\n\n\ndef g():\n    pass\n\n\ncheks = checks.register(g)\n",
+        "django/__init__.py": "",
+        "django/core/__init__.py": "",
+        "django/core/files/__init__.py": "",
+        "django/core/files/base.py": "class File:\n    def open(self, mode=None):\n        return self\n",
+        "django/core/files/images.py": "from django.core.files.base import File\n\n\n"
+                                       "def first(x):\n    y = {\"a\": File(x)}[\"a\"]\n    return y.open()\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    index = open_index(root, tmp_path / "cache")
+    refiner = Refiner(index, sample_per_file=50)
+    status = refiner.run()
+    assert status["contradicted"] == 0 and status["confirmed"] == status["sampled"] > 0
+    # jedi may stop at the alias variable; the static target is its value, so that is a confirmation
+    res = _Resolution()
+    res.targets["pkg/registry.py::register"] = next(d for d in index.facts["pkg/registry.py"].defs if d.qual == "register")
+    assert refiner._alias_of(res, "pkg/registry.py::Registry.register")
+    assert not refiner._alias_of(res, "pkg/use.py::g")
+    line, col = position(files["django/core/files/images.py"], "y.open()", "open")
+    edges = [e for e in jedi_edges(index) if e.path == "django/core/files/images.py"]
+    assert [(e.dst, e.line, e.col) for e in edges] == [("django/core/files/base.py::File.open", line, col)]
