@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -232,6 +233,19 @@ def test_alias_and_bundled_stub_of_the_workspace_package(tmp_path: Path) -> None
     res.targets["pkg/registry.py::register"] = next(d for d in index.facts["pkg/registry.py"].defs if d.qual == "register")
     assert refiner._alias_of(res, "pkg/registry.py::Registry.register")
     assert not refiner._alias_of(res, "pkg/use.py::g")
+    # jedi answers with its bundled django-stubs for the real django: mapped by full name, never external
+    stub = SimpleNamespace(module_path=Path("/site/jedi/third_party/django-stubs/django-stubs/core/files/base.pyi"),
+                           full_name="django.core.files.base.File.open", line=30, name="open", type="function",
+                           in_builtin_module=lambda: False)
+    res = _Resolution()
+    refiner._map(stub, res)
+    assert list(res.targets) == ["django/core/files/base.py::File.open"] and not res.external
+    stdlib = SimpleNamespace(module_path=Path("/site/jedi/third_party/typeshed/stdlib/json/__init__.pyi"),
+                             full_name="json.dumps", line=1, name="dumps", type="function",
+                             in_builtin_module=lambda: False)
+    res = _Resolution()
+    refiner._map(stdlib, res)
+    assert res.external and not res.targets
     line, col = position(files["django/core/files/images.py"], "y.open()", "open")
     edges = [e for e in jedi_edges(index) if e.path == "django/core/files/images.py"]
     assert [(e.dst, e.line, e.col) for e in edges] == [("django/core/files/base.py::File.open", line, col)]
