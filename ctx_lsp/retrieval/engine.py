@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ctx_lsp.extract import is_test_path
+from ctx_lsp.extract import is_test_path, split_lines
 from ctx_lsp.model import NodeKind
 from ctx_lsp.retrieval.expand import edges_for, expand
 from ctx_lsp.retrieval.lexical import LexicalIndex
@@ -123,7 +123,7 @@ class Retriever:
                 text = (ix.root / path).read_text(encoding="utf-8", errors="replace")
             except OSError:
                 text = ""
-        lines = text.splitlines()
+        lines = split_lines(text)  # line numbers as the index counted them (not str.splitlines)
         if len(self._lines) > 256:
             self._lines.clear()
         self._lines[path] = (digest, lines)
