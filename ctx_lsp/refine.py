@@ -51,7 +51,7 @@ SourceProvider = Callable[[str], "str | None"]  # rel path -> editor buffer text
 _STATIC_CALL_KINDS = (EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value)
 _CALLABLE_TYPES = ("class", "function")  # jedi Name.type values an edge can point at directly
 _STAT_KEYS = ("sites", "internal", "external", "unresolved", "unresolved_local", "errors", "goto_calls", "infer_calls",
-              "sampled", "confirmed", "confirmed_alias", "contradicted", "jedi_external", "jedi_unresolved", "added_edges")
+              "sampled", "confirmed", "confirmed_alias", "contradicted", "contradicted_stub", "jedi_external", "jedi_unresolved", "added_edges")
 MAX_EXAMPLES_PER_FILE = 3
 MAX_TARGETS_PER_SITE = 3  # jedi may return several definitions (conditional defs); keep a few
 PARSO_CACHE_CAP = 400  # parsed trees kept in memory during a run before the cache is flushed (django: +170 MB)
@@ -74,12 +74,13 @@ def _sample_key(path: str, line: int, col: int) -> str:
 class _Resolution:
     """What jedi said about one position: workspace targets (node id -> Def) and whether it left the workspace."""
 
-    __slots__ = ("targets", "external", "unmapped")
+    __slots__ = ("targets", "external", "unmapped", "from_stub")
 
     def __init__(self) -> None:
         self.targets: dict[str, Def] = {}
         self.external = False
         self.unmapped = False  # landed inside the workspace on something that is not a graph node
+        self.from_stub = False  # answered from a stub of the workspace package (stubs may name a base class)
 
 
 class Refiner:
@@ -411,6 +412,8 @@ class Refiner:
                 continue
             verdict = "contradicted" if res.targets else ("jedi_external" if res.external else "jedi_unresolved")
             stats[verdict] += 1
+            if verdict == "contradicted" and res.from_stub:
+                stats["contradicted_stub"] += 1
             if sum(1 for x in examples if x["verdict"] == verdict) < MAX_EXAMPLES_PER_FILE:
                 line_text = lines[e.line - 1] if 0 < e.line <= len(lines) else ""
                 examples.append({"verdict": verdict, "path": path, "line": e.line, "col": e.col, "static": e.dst,
@@ -504,18 +507,29 @@ class Refiner:
         if len(parts) < 2 or parts[0] not in self._top_packages():
             return False
         ws = self.index.ws
+        res.from_stub = True
         for k in range(len(parts) - 1, 0, -1):
             module = ".".join(parts[:k])
             path = ws.modules.get(module)
             if path is None or ws.canonical.get(path) != module:
                 continue
-            facts = self.index.facts.get(path)
-            qual = ".".join(parts[k:])
-            d = next((x for x in facts.defs if x.qual == qual), None) if facts is not None else None
-            if d is None or (variables_only and d.kind != "variable"):
-                break
-            res.targets[symbol_id(path, d.qual)] = d
-            return True
+            # stub full names follow the public path (`django.db.models.CharField`): resolve the rest the way the
+            # static binder does, through re-exports and class members
+            try:
+                binder = Binder(ws)
+                value = binder.module_attr(module, parts[k], 0)
+                for seg in parts[k + 1:]:
+                    value = binder.attr(value, seg, 0)
+            except Exception:  # read without the index lock; a concurrent update may get in the way
+                value = None
+            if value is not None and value[0] == "sym":
+                tpath, _, tqual = value[1].partition("::")
+                facts = self.index.facts.get(tpath)
+                d = next((x for x in facts.defs if x.qual == tqual), None) if facts is not None else None
+                if d is not None and not (variables_only and d.kind != "variable"):
+                    res.targets[value[1]] = d
+                    return True
+            break
         res.unmapped = True  # a workspace package, but not a symbol we have: neither ours nor external
         return True
 
