@@ -13,6 +13,7 @@ the incremental updater knows which files to re-bind when a module's interface c
 from __future__ import annotations
 
 import builtins
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ctx_lsp.extract import CALL, FIXTURE, Chain, Def, FileFacts, Import, is_fixture
@@ -261,16 +262,7 @@ class Binder:
             return ("mod", sub)
         if path is not None:
             info = self.ws.info[path]
-            for star in info.stars:
-                target = self.absolute(info, star)
-                if target is None or target == module:
-                    continue
-                tpath = self.module_path(target)
-                if tpath is None:
-                    continue
-                tinfo = self.ws.info[tpath]
-                if tinfo.facts.all_names is not None and name not in tinfo.facts.all_names:
-                    continue
+            for target, tinfo in self._star_sources(info, name, skip=module):
                 if name.startswith("_") and tinfo.facts.all_names is None:
                     continue
                 value = self.module_attr(target, name, depth + 1)
@@ -281,6 +273,20 @@ class Binder:
         if self.is_project_module(module):
             return None
         return EXT
+
+    def _star_sources(self, info: ModuleInfo, name: str, skip: str | None = None) -> Iterator[tuple[str, ModuleInfo]]:
+        """Project modules a file star-imports that may export `name` (by their `__all__`)."""
+        for star in info.stars:
+            target = self.absolute(info, star)
+            if target is None or target == skip:
+                continue
+            tpath = self.module_path(target)
+            if tpath is None:
+                continue
+            tinfo = self.ws.info[tpath]
+            if tinfo.facts.all_names is not None and name not in tinfo.facts.all_names:
+                continue
+            yield target, tinfo
 
     def absolute(self, info: ModuleInfo, imp: Import) -> str | None:
         if imp.level == 0:
@@ -339,18 +345,7 @@ class Binder:
         if imp is not None:
             self._weaken(RESOLVER_IMPORT)
             return self.import_value(info, imp, depth + 1)
-        for star in info.stars:
-            target = self.absolute(info, star)
-            if target is None:
-                continue
-            if not self.is_project_module(target):
-                continue
-            tpath = self.module_path(target)
-            if tpath is None:
-                continue
-            tinfo = self.ws.info[tpath]
-            if tinfo.facts.all_names is not None and name not in tinfo.facts.all_names:
-                continue
+        for target, _tinfo in self._star_sources(info, name):
             value = self.module_attr(target, name, depth + 1)
             if value is not None and value is not EXT:
                 self._weaken(RESOLVER_IMPORT)
