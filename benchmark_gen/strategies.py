@@ -214,9 +214,9 @@ class Strategies:
     def _bm25_files(self, q: dict[str, Any]) -> Result:
         return self._files_result(self.corpus.ranked_files(query_text(q)))
 
-    def _bm25_chunks(self, q: dict[str, Any]) -> Result:
+    def _files_by_best_chunk(self, scores: Any) -> Result:
+        """Files ranked by their best-scoring chunk (one chunk per file), capped at `self.cap`."""
         c = self.corpus
-        scores = c.chunk_bm25.get_scores(code_tokens(query_text(q)))
         best: dict[str, tuple[float, int]] = {}
         for i, s in enumerate(scores):
             p = c.chunks[i][0]
@@ -225,6 +225,11 @@ class Strategies:
         order = sorted(best, key=lambda p: (-best[p][0], p))[: self.cap]
         items = [c.chunks[best[p][1]] for p in order]
         return Result(items, sum(c.span_tokens(*it) for it in items))
+
+    def _bm25_chunks(self, q: dict[str, Any]) -> Result:
+        c = self.corpus
+        scores = c.chunk_bm25.get_scores(code_tokens(query_text(q)))
+        return self._files_by_best_chunk(scores)
 
     def _bm25_chunks_budget(self, q: dict[str, Any]) -> Result:
         """The same-cost lexical baseline: best BM25 chunks, greedily packed into the engine's budget."""
@@ -306,14 +311,7 @@ class Strategies:
             self._chunk_vecs = np.asarray(self._dense_model.encode(texts, normalize_embeddings=True))
         qv = np.asarray(self._dense_model.encode([query_text(q)], normalize_embeddings=True))[0]
         sims = self._chunk_vecs @ qv
-        best: dict[str, tuple[float, int]] = {}
-        for i, s in enumerate(sims):
-            p = c.chunks[i][0]
-            if p not in best or s > best[p][0]:
-                best[p] = (float(s), i)
-        order = sorted(best, key=lambda p: (-best[p][0], p))[: self.cap]
-        items = [c.chunks[best[p][1]] for p in order]
-        return Result(items, sum(c.span_tokens(*it) for it in items))
+        return self._files_by_best_chunk(sims)
 
     # -- the engine ----------------------------------------------------------------------------------
     def reset_memory(self) -> None:
