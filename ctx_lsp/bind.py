@@ -6,8 +6,9 @@ types are known from annotations, `__init__` assignments, local assignments and 
 A chain that leaves the workspace (stdlib, site-packages) resolves to EXTERNAL and never to a
 same-named project symbol. What cannot be bound is counted as unresolved, for jedi to refine.
 
-Every lookup of another module is recorded in the binding's `deps` (module names, found or not), so
-the incremental updater knows which files to re-bind when a module's interface changes.
+Every lookup is recorded in the binding's `deps`, at two grains: module names (found or not: the
+module table can change) and, for every file whose tables were read, the top-level names read there
+(`name_dep(path, top)`). The incremental updater re-binds a file only when a name it read changed.
 """
 
 from __future__ import annotations
@@ -46,6 +47,25 @@ _PYTEST_FIXTURES = frozenset({
 # A dependency on a file by path (not module name): conftest.py files, found by directory, not import.
 PATH_DEP = "\0path:"
 
+# A dependency on one name of a file: a top-level name (its def or import binding), a member of a
+# top-level class ("Class.member": adding a method to a hub class re-binds only the files that looked
+# that method up), "*" for its star imports or "__all__". See `dep_key` and `interface_parts`.
+NAME_DEP = "\0name:"
+
+
+def name_dep(path: str, key: str) -> str:
+    return f"{NAME_DEP}{path}\0{key}"
+
+
+def dep_key(classes: frozenset[str] | set[str], qual: str) -> str:
+    """The interface key `qual` belongs to: its top-level name, or "Class.member" inside a top-level
+    class (members of nested classes and locals of methods fall under that member's key)."""
+    head, _, rest = qual.partition(".")
+    if rest and head in classes:
+        return f"{head}.{rest.partition('.')[0]}"
+    return head
+
+
 # resolver ranks: the weakest step used names the edge's resolver
 _RANK = {RESOLVER_SCOPE: 0, RESOLVER_IMPORT: 1, RESOLVER_MRO: 2, RESOLVER_TYPE: 3}
 
@@ -63,6 +83,7 @@ class ModuleInfo:
     bound: dict[str, dict[str, Import]]  # scope -> local name -> the import binding it
     stars: list[Import]
     members: dict[str, dict[str, str]]  # class qual -> member name -> member qual
+    classes: frozenset[str]  # top-level class names (see dep_key)
 
 
 @dataclass(slots=True)
@@ -131,7 +152,8 @@ def build_module_info(facts: FileFacts, module: str) -> ModuleInfo:
             members.setdefault(parent, {})[name] = q
     is_pkg = facts.path.endswith("__init__.py")
     package = module if is_pkg else module.rpartition(".")[0]
-    return ModuleInfo(facts, module, package, defs, top, imports, bound, stars, members)
+    classes = frozenset(q for q in top if defs[q].kind == "class")
+    return ModuleInfo(facts, module, package, defs, top, imports, bound, stars, members, classes)
 
 
 def _import_wins(info: ModuleInfo, name: str) -> bool:
@@ -167,22 +189,44 @@ def _eval_scopes(facts: FileFacts) -> set[str]:
     return out
 
 
-def interface_digest(facts: FileFacts) -> tuple:
-    """What other files' bindings can depend on: names, kinds, bases, types, __all__, and the imports and
-    locals of the scopes other files evaluate chains in (see `_eval_scopes`).
+def interface_parts(facts: FileFacts) -> dict[str, tuple]:
+    """What other files' bindings can depend on, keyed by `dep_key`: defs (names, kinds, bases, types,
+    fixture flags), the imports binding each name, typed instance attributes, "*" for star imports,
+    "__all__", and the imports and locals of the scopes other files evaluate chains in (see
+    `_eval_scopes`). A class member's part includes its class's header (a new base changes them all).
 
-    Body-only edits (lines moved, calls changed) leave it unchanged, so dependents are not re-bound.
+    Body-only edits (lines moved, calls changed) leave every part unchanged, so dependents are not
+    re-bound; an edit that changes one part re-binds only the files that read that key.
     """
     scopes = _eval_scopes(facts)
-    defs = tuple(
-        (d.qual, d.kind, tuple(d.bases), d.returns, d.value,
-         tuple(sorted(d.attrs.items())),
-         tuple(sorted(d.locals.items(), key=lambda kv: kv[0])) if d.qual in scopes else ())
-        for d in facts.defs
-    )
-    imports = tuple((i.scope, i.module, i.name, i.asname, i.level) for i in facts.imports
-                    if i.scope == "" or i.scope in scopes)
-    return (defs, imports, tuple(facts.all_names) if facts.all_names is not None else None)
+    last = {d.qual: d for d in facts.defs}  # later definitions win, as in build_module_info
+    classes = frozenset(q for q, d in last.items() if "." not in q and d.kind == "class")
+    parts: dict[str, list] = {}
+    for d in facts.defs:
+        parts.setdefault(dep_key(classes, d.qual), []).append(
+            (d.qual, d.kind, tuple(d.bases), d.returns, d.value, is_fixture(d.decorators),
+             tuple(sorted(d.locals.items(), key=lambda kv: kv[0])) if d.qual in scopes else ()))
+        for name, attr in sorted(d.attrs.items()):
+            parts.setdefault(dep_key(classes, f"{d.qual}.{name}"), []).append(("attr", d.qual, name, attr))
+    for i in facts.imports:
+        item = ("import", i.scope, i.module, i.name, i.asname, i.level)
+        if i.scope:
+            if i.scope in scopes:
+                local = i.asname or (i.name if i.name is not None else i.module.split(".")[0])
+                parts.setdefault(dep_key(classes, f"{i.scope}.{local}"), []).append(item)
+        elif i.name == "*":
+            parts.setdefault("*", []).append(item)
+        else:
+            parts.setdefault(i.asname or (i.name if i.name is not None else i.module.split(".")[0]), []).append(item)
+    if facts.all_names is not None:
+        parts.setdefault("__all__", []).append(tuple(facts.all_names))
+    headers = {k: tuple(v) for k, v in parts.items() if k in classes}
+    return {k: headers.get(k.partition(".")[0], ()) + tuple(v) if "." in k else tuple(v) for k, v in parts.items()}
+
+
+def changed_names(old: dict[str, tuple], new: dict[str, tuple]) -> set[str]:
+    """Top-level names whose interface part differs between two `interface_parts`."""
+    return {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
 
 
 class Workspace:
@@ -231,6 +275,11 @@ class Binder:
         self.resolver = RESOLVER_SCOPE
 
     # -- module level ---------------------------------------------------------------------
+    def use(self, path: str, qual: str) -> None:
+        """Record that binding read `path`'s tables under `qual`'s interface key (see dep_key)."""
+        info = self.ws.info.get(path)
+        self.deps.add(name_dep(path, dep_key(info.classes, qual) if info is not None else qual.partition(".")[0]))
+
     def module_path(self, name: str) -> str | None:
         self.deps.add(name)
         return self.ws.modules.get(name)
@@ -250,6 +299,7 @@ class Binder:
         path = self.module_path(module)
         if path is not None:
             info = self.ws.info[path]
+            self.use(path, name)
             if name in info.top and not _import_wins(info, name):
                 return ("sym", symbol_id(path, info.top[name]))
             imp = info.bound.get("", {}).get(name)
@@ -276,6 +326,7 @@ class Binder:
 
     def _star_sources(self, info: ModuleInfo, name: str, skip: str | None = None) -> Iterator[tuple[str, ModuleInfo]]:
         """Project modules a file star-imports that may export `name` (by their `__all__`)."""
+        self.use(info.facts.path, "*")
         for star in info.stars:
             target = self.absolute(info, star)
             if target is None or target == skip:
@@ -284,6 +335,7 @@ class Binder:
             if tpath is None:
                 continue
             tinfo = self.ws.info[tpath]
+            self.use(tpath, "__all__")
             if tinfo.facts.all_names is not None and name not in tinfo.facts.all_names:
                 continue
             yield target, tinfo
@@ -316,6 +368,7 @@ class Binder:
         cur = scope
         first = True
         while cur:
+            self.use(path, f"{cur}.{name}")
             d = info.defs.get(cur)
             if d is not None and (d.kind != "class" or first):
                 imp = info.bound.get(cur, {}).get(name)
@@ -339,6 +392,7 @@ class Binder:
                     return self.eval_chain(info, cur, chain, depth + 1, skip_locals_of=name)
             first = False
             cur = cur.rpartition(".")[0]
+        self.use(path, name)
         if name in info.top and not _import_wins(info, name):
             return ("sym", symbol_id(path, info.top[name]))
         imp = info.bound.get("", {}).get(name)
@@ -406,6 +460,7 @@ class Binder:
         path = info.facts.path
         owner = self.enclosing_class(info, scope) if scope else None
         if owner is not None:
+            self.use(path, f"{owner}.{name}")
             mq = info.members.get(owner, {}).get(name)
             if mq is not None and mq != scope and is_fixture(info.defs[mq].decorators):
                 self._weaken(RESOLVER_TYPE)
@@ -420,11 +475,14 @@ class Binder:
             if cinfo is None:
                 continue
             qual = cinfo.top.get(name)
+            self.use(cand, name)
+            self.use(cand, "*")
             if qual is None and (name in cinfo.bound.get("", {}) or cinfo.stars):
                 # a fixture imported into the conftest or test module (`from .fixtures import *`)
                 value = self.lookup(cinfo, "", name, depth + 1)
                 if value is not None and value[0] == "sym":
                     fpath, _, fqual = value[1].partition("::")
+                    self.use(fpath, fqual)
                     fdef = self.ws.info[fpath].defs.get(fqual) if fpath in self.ws.info else None
                     if fdef is not None and is_fixture(fdef.decorators):
                         self._weaken(RESOLVER_TYPE)
@@ -445,6 +503,7 @@ class Binder:
             info = self.ws.info.get(path)
             if info is None:
                 return None
+            self.use(path, qual)
             d = info.defs.get(qual)
             if d is None or d.kind != "variable":
                 return value
@@ -466,6 +525,7 @@ class Binder:
         if kind == "sym":
             path, _, qual = ident.partition("::")
             info = self.ws.info[path]
+            self.use(path, qual)
             d = info.defs.get(qual)
             if d is None:
                 return None
@@ -501,6 +561,7 @@ class Binder:
             info = self.ws.info.get(path)
             if info is None:
                 return
+            self.use(path, qual)
             cdef = info.defs.get(qual)
             if cdef is None:
                 return
@@ -509,6 +570,7 @@ class Binder:
                 bval = self.deref_variable(self.eval_chain(info, scope, base, d + 1), d + 1)
                 if bval is not None and bval[0] == "sym":
                     bpath, _, bqual = bval[1].partition("::")
+                    self.use(bpath, bqual)
                     bdef = self.ws.info[bpath].defs.get(bqual)
                     if bdef is not None and bdef.kind == "class":
                         visit(bval[1], d + 1)
@@ -545,6 +607,7 @@ class Binder:
             cid = entry[1]
             path, _, qual = cid.partition("::")
             info = self.ws.info[path]
+            self.use(path, f"{qual}.{name}")
             mq = info.members.get(qual, {}).get(name)
             if i > 0:
                 self._weaken(RESOLVER_MRO)
@@ -584,6 +647,7 @@ class Binder:
             return self.member(ident, name, depth + 1, skip_self=True)
         if kind == "sym":
             path, _, qual = ident.partition("::")
+            self.use(path, qual)
             d = self.ws.info[path].defs.get(qual)
             if d is not None and d.kind == "class":
                 return self.member(ident, name, depth + 1)
@@ -635,6 +699,8 @@ class Binder:
             sub = self.module_path(f"{module}.{imp.name}")
             if mpath is not None and mpath != path:
                 add(path, mpath, EdgeKind.IMPORTS.value, imp.line, imp.col, RESOLVER_IMPORT, (imp.name,))
+            if mpath is not None:
+                self.use(mpath, imp.name)
             if sub is not None and sub != path and (mpath is None or imp.name not in self.ws.info[mpath].top):
                 add(path, sub, EdgeKind.IMPORTS.value, imp.line, imp.col, RESOLVER_IMPORT, (imp.name,))
             self.resolver = RESOLVER_IMPORT
@@ -664,6 +730,7 @@ class Binder:
                 over = self.member(cid, name, 0, skip_self=True)
                 if over is not None and over[0] == "sym":
                     opath, _, oqual = over[1].partition("::")
+                    self.use(opath, oqual)
                     odef = self.ws.info[opath].defs.get(oqual)
                     if odef is not None and odef.kind in ("method", "test"):
                         add(symbol_id(path, mq), over[1], EdgeKind.OVERRIDES.value, md.line, md.col, RESOLVER_MRO)
@@ -682,17 +749,18 @@ class Binder:
                 value = self.attr(value, last[:-2] if last.endswith("()") else last, 0)
             src = scope_node(site.scope)
             if site.kind == CALL:
-                target = self.deref_variable(value, 0)
-                if target is None:
+                callee = self.deref_variable(value, 0)
+                if callee is None:
                     out.unresolved.append(index)
                     continue
-                if target is EXT or target[0] != "sym":
-                    if target is EXT:
+                if callee is EXT or callee[0] != "sym":
+                    if callee is EXT:
                         out.external += 1
                     else:
                         out.unresolved.append(index)
                     continue
-                tpath, _, tqual = target[1].partition("::")
+                tpath, _, tqual = callee[1].partition("::")
+                self.use(tpath, tqual)
                 tdef = self.ws.info[tpath].defs.get(tqual)
                 if tdef is None:
                     out.unresolved.append(index)
@@ -701,12 +769,14 @@ class Binder:
                 kind = EdgeKind.INSTANTIATES.value if tdef.kind == "class" else EdgeKind.CALLS.value
                 if tdef.kind == "variable":
                     kind = EdgeKind.REFERENCES.value
-                add(src, target[1], kind, site.line, site.col, self.resolver)
+                add(src, callee[1], kind, site.line, site.col, self.resolver)
             else:
                 if value is None or value is EXT or value[0] != "sym" or value[1] == src:
                     continue
                 add(src, value[1], EdgeKind.REFERENCES.value, site.line, site.col, self.resolver)
 
         out.edges = sorted(edges.values(), key=lambda e: (e.src, e.kind, e.dst))
-        out.deps = self.deps
+        # the file's own names need no record: a file is always re-bound when it changes
+        own = name_dep(path, "")
+        out.deps = {d for d in self.deps if not d.startswith(own)}
         return out

@@ -377,6 +377,7 @@ class _Visitor:
 
     def site(self, node: ast.AST, chain: Chain, kind: str) -> None:
         end_line = getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
+        target: ast.AST
         if isinstance(node, ast.Call):
             target = node.func
         else:
@@ -490,9 +491,9 @@ class _Visitor:
             self.expr(node.subject)
             for case in node.cases:
                 for sub in ast.walk(case.pattern):
-                    name = getattr(sub, "name", None) or getattr(sub, "rest", None)
-                    if isinstance(name, str):
-                        self.bind_local(name)
+                    captured = getattr(sub, "name", None) or getattr(sub, "rest", None)
+                    if isinstance(captured, str):
+                        self.bind_local(captured)
                     if isinstance(sub, ast.MatchClass):
                         self.expr(sub.cls)
                     elif isinstance(sub, ast.MatchValue):

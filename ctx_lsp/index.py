@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctx_lsp.bind import PATH_DEP, Binder, FileBinding, Workspace, interface_digest
+from ctx_lsp.bind import PATH_DEP, Binder, FileBinding, Workspace, changed_names, interface_parts, name_dep
 from ctx_lsp.discovery import FileFilter, discover, read_source
 from ctx_lsp.extract import FileFacts, content_digest, decode_source, extract
 from ctx_lsp.graph import CodeGraph
@@ -233,7 +233,7 @@ class WorkspaceIndex:
         if not changed:
             return 0
         old_ws = self.ws
-        old_iface = {p: interface_digest(self.facts[p]) for p in changed if p in self.facts}
+        old_iface = {p: interface_parts(self.facts[p]) for p in changed if p in self.facts}
         added_or_removed = any((p in self.facts) != (f is not None) for p, f in changed.items())
         for p, f in changed.items():
             if f is None:
@@ -251,14 +251,14 @@ class WorkspaceIndex:
                     self.ws.info[p] = build_module_info(f, self.ws.canonical[p])
             self.ws._class_cache.clear()
         ws = self.ws
-        # module names whose meaning changed
+        # dependency keys whose meaning changed: top-level names of changed files (see bind.name_dep),
+        # whole files found by path (conftest.py), and module names whose mapping changed
         names: set[str] = set()
         for p, f in changed.items():
-            iface_changed = f is None or p not in old_iface or old_iface[p] != interface_digest(f)
-            if iface_changed:
+            diff = changed_names(old_iface.get(p, {}), interface_parts(f) if f is not None else {})
+            if diff or f is None or p not in old_iface:
                 names.add(PATH_DEP + p)
-                names.update(n for n, path in old_ws.modules.items() if path == p)
-                names.update(n for n, path in ws.modules.items() if path == p)
+            names.update(name_dep(p, top) for top in diff)
         if ws is not old_ws:
             for n in set(old_ws.modules) | set(ws.modules):
                 if old_ws.modules.get(n) != ws.modules.get(n):
@@ -270,6 +270,9 @@ class WorkspaceIndex:
                     names.add("\0canonical:" + p)
                     names.update(n for n, path in old_ws.modules.items() if path == p)
                     names.update(n for n, path in ws.modules.items() if path == p)
+                    tops = set(old_iface[p]) if p in old_iface else set()
+                    tops.update(interface_parts(self.facts[p]) if p in self.facts else ())
+                    names.update(name_dep(p, top) for top in tops)
         rebind = {p for p, f in changed.items() if f is not None}
         if names:
             for p, b in self.bindings.items():

@@ -22,7 +22,7 @@ from ctx_lsp.model import Edge
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 5  # 5: per-file payload packed as one inner blob, unpacked with tuples
+SCHEMA = 6  # 6: name-level dependencies (bind.name_dep); 5: per-file payload packed as one inner blob
 CACHE_ENV = "CTX_LSP_CACHE_DIR"
 
 

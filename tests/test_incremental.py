@@ -397,6 +397,41 @@ REGRESSIONS = {
          "pkg/fixtures.py": "import pytest\nfrom pkg.a import A\n\n\n@pytest.fixture\ndef thing():\n    return A()\n"},
         "pkg/fixtures.py", "import pytest\nfrom pkg.a import B\n\n\n@pytest.fixture\ndef thing():\n    return B()\n",
     ),
+    # name-level dependencies: each change below alters one top-level name that another file read
+    # indirectly (through a variable's value, a base's MRO, a star import's __all__, a decorator)
+    "fixture-decorator-removed": (
+        {"pkg/__init__.py": "", "pkg/a.py": A_PY, "tests/test_x.py": "def test_it(thing):\n    thing.run()\n",
+         "tests/conftest.py": "import pytest\nfrom pkg.a import A\n\n\n@pytest.fixture\ndef thing():\n    return A()\n"},
+        "tests/conftest.py", "import pytest\nfrom pkg.a import A\n\n\ndef thing():\n    return A()\n",
+    ),
+    "alias-target-retyped": (
+        {"pkg/__init__.py": "", "pkg/a.py": A_PY, "pkg/v.py": "from pkg.a import A, B\n\nfactory = A\n",
+         "pkg/u.py": "from pkg.v import factory\n\n\ndef go():\n    factory().run()\n"},
+        "pkg/v.py", "from pkg.a import A, B\n\nfactory = B\n",
+    ),
+    "base-gains-method-two-files-away": (
+        {"pkg/__init__.py": "", "pkg/base.py": "class Root:\n    pass\n",
+         "pkg/mid.py": "from pkg.base import Root\n\n\nclass Mid(Root):\n    pass\n",
+         "pkg/leaf.py": "from pkg.mid import Mid\n\n\nclass Leaf(Mid):\n    def save(self):\n        pass\n"},
+        "pkg/base.py", "class Root:\n    def save(self):\n        pass\n",
+    ),
+    "instance-attribute-retyped": (
+        {"pkg/__init__.py": "", "pkg/a.py": A_PY,
+         "pkg/holder.py": "from pkg.a import A, B\n\n\nclass Holder:\n    def __init__(self):\n        self.part = A()\n",
+         "pkg/user.py": "from pkg.holder import Holder\n\n\nclass User(Holder):\n    def go(self):\n        self.part.run()\n"},
+        "pkg/holder.py", "from pkg.a import A, B\n\n\nclass Holder:\n    def __init__(self):\n        self.part = B()\n",
+    ),
+    "class-gains-base-with-member": (
+        {"pkg/__init__.py": "", "pkg/a.py": A_PY,
+         "pkg/k.py": "from pkg.a import A\n\n\nclass K:\n    pass\n",
+         "pkg/user.py": "from pkg.k import K\n\n\ndef go():\n    K().run()\n"},
+        "pkg/k.py", "from pkg.a import A\n\n\nclass K(A):\n    pass\n",
+    ),
+    "star-all-narrowed": (
+        {"pkg/__init__.py": "", "pkg/a.py": A_PY + "\n__all__ = ['A', 'B']\n", "pkg/s.py": "from pkg.a import *\n",
+         "pkg/t.py": "from pkg.s import B\n\n\ndef go():\n    B().run()\n"},
+        "pkg/a.py", A_PY + "\n__all__ = ['A']\n",
+    ),
 }
 
 
@@ -471,3 +506,28 @@ def test_graph_links_exactly_the_stored_edges_with_both_endpoints(ops: list[tupl
         assert linked == stored
         for u, v, k, e in g.g.edges(keys=True, data="e"):
             assert e.key() == (u, v, k)
+
+
+def test_an_edit_rebinds_only_the_files_that_read_a_changed_name(tmp_path: Path) -> None:
+    """Name-level dependencies: a new function in a widely imported module re-binds that module alone;
+    retyping one of its names re-binds exactly the files that looked that name up."""
+    files = {"pkg/__init__.py": "", "pkg/hub.py": "def f():\n    pass\n\n\ndef g():\n    pass\n"}
+    for i in range(6):
+        files[f"pkg/uses_f{i}.py"] = "from pkg.hub import f\n\n\ndef go():\n    f()\n"
+    files["pkg/uses_g.py"] = "from pkg import hub\n\n\ndef go():\n    hub.g()\n"
+    root = tmp_path / "ws"
+    _write(root, files)
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
+    index.load_or_build()
+    hub = files["pkg/hub.py"]
+    assert index.update_file("pkg/hub.py", hub + "\n\ndef new():\n    pass\n") == 1
+    assert index.update_file("pkg/hub.py", hub.replace("def g():\n    pass", "class g:\n    pass")) == 2
+    assert index.graph.g.has_edge("pkg/uses_g.py::go", "pkg/hub.py::g")
+    kinds = set(index.graph.g.get_edge_data("pkg/uses_g.py::go", "pkg/hub.py::g"))
+    assert kinds == {"INSTANTIATES"}
+    # a hub class: a new method re-binds its module alone, a method others call re-binds those callers
+    cls = "class Hub:\n    def run(self):\n        pass\n"
+    index.update_file("pkg/hub.py", cls)
+    index.update_file("pkg/uses_g.py", "from pkg.hub import Hub\n\n\ndef go():\n    Hub().run()\n")
+    assert index.update_file("pkg/hub.py", cls + "\n    def extra(self):\n        pass\n") == 1
+    assert index.update_file("pkg/hub.py", cls.replace("def run(self):\n        pass", "run = None")) == 2
