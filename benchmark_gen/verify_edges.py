@@ -182,6 +182,32 @@ class Workspace:
         nid = self.node_at(loc)
         return nid if nid is not None else f"{rel}:{loc.line + 1}:{loc.col} (no node)"
 
+    def calls_result_at(self, rel: str, line: int, col: int) -> bool:
+        """A call site there calls what another call returned (`f(a)(b)`, `@factory(...)`)."""
+        f = self.facts.get(rel)
+        return f is not None and any(s.line == line and s.col == col and s.kind == "call"
+                                     and s.chain[-1].endswith("()") for s in f.sites)
+
+    def returned_names(self, loc: Loc) -> list[tuple[int, int]]:
+        """Positions (1-based line, code-point column) of the names the function whose definition
+        `loc` points at returns (`return decorator`), outside its nested defs."""
+        rel = self.rel_of(loc)
+        tree = self.tree(rel) if rel is not None else None
+        if rel is None or tree is None:
+            return []
+        out: list[tuple[int, int]] = []
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno == loc.line + 1:
+                stack: list[ast.AST] = list(node.body)
+                while stack:
+                    cur = stack.pop()
+                    if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                        continue
+                    if isinstance(cur, ast.Return) and isinstance(cur.value, ast.Name):
+                        out.append((cur.value.lineno, self.cp(rel, cur.value.lineno, cur.value.col_offset)))
+                    stack.extend(ast.iter_child_nodes(cur))
+        return sorted(out)
+
     def site_at(self, rel: str, line: int, col: int) -> Site | None:
         f = self.facts.get(rel)
         if f is None:
@@ -382,6 +408,16 @@ class Judge:
         hop = await self.follow_alias(locs)
         if hop and self.matches(hop, e.dst):
             return self.verdict(e, AGREE, "", locs + hop, note="through an alias variable")
+        if e.kind == EdgeKind.CALLS.value and import_pos is None and self.ws.calls_result_at(e.path, e.line, e.col):
+            # `factory(a)(b)`: pyright names the factory; the callee is what the factory returns there
+            for loc in locs:
+                frel = self.ws.rel_of(loc)
+                if frel is None:
+                    continue
+                for rline, rcol in self.ws.returned_names(loc):
+                    ret = await self.definition(frel, rline, rcol)
+                    if self.matches(ret, e.dst):
+                        return self.verdict(e, AGREE, "", locs + ret, note="returned by the function called there")
         if e.kind == EdgeKind.INSTANTIATES.value and import_pos is None:
             # `self.factory_class(...)` with `factory_class: type[X]`: the declared type decides what is built
             async with self.sem:

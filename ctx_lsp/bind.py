@@ -747,9 +747,15 @@ class Binder:
                 value = self.eval_chain(info, site.scope, chain[:-1], 0)
                 last = chain[-1]
                 value = self.attr(value, last[:-2] if last.endswith("()") else last, 0)
+                if last.endswith("()"):
+                    value = self.apply_call(value, 0)  # `a.f(x)(y)`: the callee is what f returned
             src = scope_node(site.scope)
             if site.kind == CALL:
                 callee = self.deref_variable(value, 0)
+                if callee is not None and callee[0] == "inst" and not chain[-1].endswith("()"):
+                    # calling a typed instance runs its __call__ (not after `f(a)(b)`: a function's
+                    # recorded return is its first, and other branches may return something else)
+                    callee = self.member(callee[1], "__call__", 0)
                 if callee is None:
                     out.unresolved.append(index)
                     continue

@@ -377,11 +377,9 @@ class _Visitor:
 
     def site(self, node: ast.AST, chain: Chain, kind: str) -> None:
         end_line = getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
-        target: ast.AST
-        if isinstance(node, ast.Call):
-            target = node.func
-        else:
-            target = node
+        target: ast.AST = node
+        while isinstance(target, ast.Call):
+            target = target.func  # `f(a)(b)`: the call of f's result is sited on `f` too
         if isinstance(target, ast.Attribute):
             line = target.end_lineno or target.lineno
             col = self.col(line, (target.end_col_offset or 0)) - len(target.attr)
@@ -578,6 +576,8 @@ class _Visitor:
             d.returns = chain
         elif isinstance(value, ast.Name) and value.id in d.locals and d.locals[value.id]:
             d.returns = d.locals[value.id]
+        elif isinstance(value, ast.Name) and f"{d.qual}.{value.id}" in self.defs_by_qual:
+            d.returns = (value.id,)  # a decorator factory or closure returning its nested def
 
     def annotation(self, node: ast.AST | None) -> None:
         if node is None:
@@ -608,6 +608,9 @@ class _Visitor:
                 self.facts.sites.append(Site(qual, line, max(col, 0), chain, CALL))
             else:
                 self.scope.append(qual)
+                if chain is not None:
+                    # `@app.route("/")`: the decorator factory's result is called with the def
+                    self.site(dec, chain, CALL)
                 self.expr(dec)
                 self.scope.pop()
             if chain:
@@ -747,16 +750,19 @@ class _Visitor:
                 if chain is not None:
                     self.site(cur, chain, CALL)
                     self.add_word(chain[-1].rstrip("()"))
-                    # the receiver's inner calls (a.b().c()) need their own sites
+                    # the inner calls of the receiver (a.b().c()) and of the callee (`f(a)(b)`, whose
+                    # own site is the call of f's result) need their own sites
                     inner = cur.func
                     while isinstance(inner, (ast.Attribute, ast.Call)):
-                        inner = inner.value if isinstance(inner, ast.Attribute) else inner.func
                         if isinstance(inner, ast.Call):
                             stack.extend(inner.args)
                             stack.extend(k.value for k in inner.keywords)
                             c2 = chain_of(inner.func)
                             if c2 is not None:
                                 self.site(inner, c2, CALL)
+                            inner = inner.func
+                        else:
+                            inner = inner.value
                 else:
                     stack.append(cur.func)
                 stack.extend(cur.args)

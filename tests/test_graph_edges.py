@@ -81,6 +81,13 @@ MUST_EXIST: list[tuple[str, str, str, str | None, str | None]] = [
     (S + "Service.run_local_get", U + "get", "CALLS", "ast-import", 'get("local")'),
     (S + "Service.decorated", U + "logged", "CALLS", "ast-import", "@logged"),
     (S + "Service.decorated", U + "helper", "CALLS", "ast-import", "u.helper()"),
+    # a decorator factory's result is called with the def; `f(a)(b)` calls what f returned
+    (S + "Service.hooked", U + "registered", "CALLS", "ast-import", '@registered("svc")'),
+    (S + "Service.hooked", U + "registered.decorator", "CALLS", None, '@registered("svc")'),
+    (S + "Service.register_later", U + "registered", "CALLS", "ast-import", 'registered("late")(fn)'),
+    (S + "Service.register_later", U + "registered.decorator", "CALLS", None, 'registered("late")(fn)'),
+    # calling a typed instance runs its class's __call__
+    (S + "Service.fire", U + "Hook.__call__", "CALLS", "ast-type", "hook()"),
     (S + "Service.factory_annotated", M + "make_repo", "CALLS", "ast-import", "make_repo().save()"),
     (S + "Service.factory_annotated", M + "Repo.save", "CALLS", "ast-type", "make_repo().save()"),
     (S + "Service.factory_inferred", M + "build_repo", "CALLS", "ast-import", "models.build_repo().find(2)"),
