@@ -158,9 +158,13 @@ def build_module_info(facts: FileFacts, module: str) -> ModuleInfo:
 
 def _import_wins(info: ModuleInfo, name: str) -> bool:
     """A module variable with no usable value (`except ImportError: helper = None`) loses to an import
-    of the same name: the import is the binding that is there when the code actually runs."""
+    of the same name: the import is the binding that is there when the code actually runs. A
+    variable that rebinds its own name (`str = str`, a compat module's re-export) is transparent:
+    the name means what it meant before."""
     d = info.defs[info.top[name]]
-    return d.kind == "variable" and d.value is None and name in info.bound.get("", {})
+    if d.kind != "variable":
+        return False
+    return (d.value is None and name in info.bound.get("", {})) or d.value == (name,)
 
 
 def _eval_scopes(facts: FileFacts) -> set[str]:
@@ -319,6 +323,8 @@ class Binder:
                 if value is not None:
                     self._weaken(RESOLVER_IMPORT)
                     return value
+            if name in _BUILTINS and name in info.top:
+                return EXT  # `str = str` in a compat module: the builtin
             return None  # a project module without that name: unresolved, not external
         if self.is_project_module(module):
             return None
@@ -593,8 +599,9 @@ class Binder:
         self.deps = saved | deps
         return out
 
-    def member(self, class_id: str, name: str, depth: int, skip_self: bool = False) -> Value:
-        """Look `name` up along the MRO: a member def, or a typed instance attribute."""
+    def member(self, class_id: str, name: str, depth: int, skip_self: bool = False, raw: bool = False) -> Value:
+        """Look `name` up along the MRO: a member def, or a typed instance attribute. `raw`: a class
+        variable is returned itself (what a read refers to), not the value its type gives."""
         mro = self.class_mro(class_id, depth)
         start = 1 if skip_self else 0
         for i, entry in enumerate(mro[start:], start):
@@ -613,7 +620,7 @@ class Binder:
                 self._weaken(RESOLVER_MRO)
             if mq is not None:
                 d = info.defs[mq]
-                if d.kind == "variable":
+                if d.kind == "variable" and not raw:
                     attr = info.defs[qual].attrs.get(name)
                     if attr is not None:
                         self._weaken(RESOLVER_TYPE)
@@ -634,7 +641,7 @@ class Binder:
             return EXT  # __dict__, __init__ of object, ...: not the project's
         return None
 
-    def attr(self, value: Value, name: str, depth: int) -> Value:
+    def attr(self, value: Value, name: str, depth: int, raw: bool = False) -> Value:
         value = self.deref_variable(value, depth)
         if value is None or value is EXT:
             return value
@@ -642,15 +649,15 @@ class Binder:
         if kind == "mod":
             return self.module_attr(ident, name, depth + 1)
         if kind == "inst":
-            return self.member(ident, name, depth + 1)
+            return self.member(ident, name, depth + 1, raw=raw)
         if kind == "super":
-            return self.member(ident, name, depth + 1, skip_self=True)
+            return self.member(ident, name, depth + 1, skip_self=True, raw=raw)
         if kind == "sym":
             path, _, qual = ident.partition("::")
             self.use(path, qual)
             d = self.ws.info[path].defs.get(qual)
             if d is not None and d.kind == "class":
-                return self.member(ident, name, depth + 1)
+                return self.member(ident, name, depth + 1, raw=raw)
         return None
 
     # -- one file ---------------------------------------------------------------------------
@@ -746,7 +753,7 @@ class Binder:
             else:
                 value = self.eval_chain(info, site.scope, chain[:-1], 0)
                 last = chain[-1]
-                value = self.attr(value, last[:-2] if last.endswith("()") else last, 0)
+                value = self.attr(value, last[:-2] if last.endswith("()") else last, 0, raw=site.kind != CALL)
                 if last.endswith("()"):
                     value = self.apply_call(value, 0)  # `a.f(x)(y)`: the callee is what f returned
             src = scope_node(site.scope)

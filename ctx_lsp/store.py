@@ -26,6 +26,18 @@ SCHEMA = 6  # 6: name-level dependencies (bind.name_dep); 5: per-file payload pa
 CACHE_ENV = "CTX_LSP_CACHE_DIR"
 
 
+def _code_digest() -> str:
+    """The digest of the code that produces what the cache holds: a cache written by other extraction
+    or binding code (a development checkout between releases) is rebuilt, not trusted."""
+    h = hashlib.sha1()
+    for name in ("extract.py", "bind.py", "model.py", "store.py"):
+        h.update((Path(__file__).parent / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+CODE = _code_digest()
+
+
 def default_cache_dir(root: Path) -> Path:
     """The cache directory of a workspace: keyed by its absolute path under the user's cache dir."""
     base = Path(os.environ[CACHE_ENV]) if os.environ.get(CACHE_ENV) else Path(platformdirs.user_cache_dir("ctx-lsp"))
@@ -92,7 +104,8 @@ class IndexStore:
             return None
         try:
             data = msgpack.unpackb(raw, raw=False, strict_map_key=False)
-            if not isinstance(data, dict) or data.get("schema") != SCHEMA or data.get("version") != __version__:
+            if not isinstance(data, dict) or data.get("schema") != SCHEMA or data.get("version") != __version__ \
+                    or data.get("code") != CODE:
                 log.warning("cache from another version, rebuilding: %s", self.path)
                 return None
             if data.get("root") != str(root.resolve()):
@@ -109,7 +122,7 @@ class IndexStore:
 
     def save(self, root: Path, files: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        data = {"schema": SCHEMA, "version": __version__, "root": str(root.resolve()),
+        data = {"schema": SCHEMA, "version": __version__, "code": CODE, "root": str(root.resolve()),
                 "files": msgpack.packb(files, use_bin_type=True)}
         if extra:
             data.update(extra)

@@ -54,3 +54,35 @@ def test_ve4_attribute_reads_through_typed_parameters_and_locals_reference_the_m
     assert ("m.py::show", "m.py::Ctx.path") in refs
     assert ("m.py::local", "m.py::Ctx.path") in refs
     assert not any(src == "m.py::untyped" for src, _ in refs)  # an untyped receiver is never guessed
+
+
+def test_ve3_a_variable_rebinding_its_own_name_is_transparent(tmp_path: Path) -> None:
+    """requests/compat.py: `builtin_str = str; str = str` — both mean the builtin str."""
+    ix = _index(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/compat.py": "builtin_str = str\nstr = str\n",
+        "pkg/use.py": "from pkg.compat import builtin_str\n\n\ndef f(x):\n    return builtin_str(x)\n",
+    })
+    edges = {(e.src, e.dst) for e in ix.graph.edges() if e.kind in ("REFERENCES", "CALLS", "INSTANTIATES")}
+    assert not any(dst == "pkg/compat.py::str" for _, dst in edges)
+    # the import names the compat variable itself; the call through it runs the builtin (no edge)
+    assert ("pkg/use.py", "pkg/compat.py::builtin_str") in edges
+    assert not any(src == "pkg/use.py::f" for src, _ in edges)
+
+
+def test_ve5_reading_an_annotated_class_attribute_references_the_attribute(tmp_path: Path) -> None:
+    """click/core.py: `command_class: type[Command] | None = None`; `self.command_class` read is the
+    attribute, `self.command_class(...)` builds a Command."""
+    ix = _index(tmp_path, {"m.py": (
+        "class Command:\n"
+        "    pass\n"
+        "class Group:\n"
+        "    command_class: type[Command] | None = None\n"
+        "    def read(self):\n"
+        "        return self.command_class\n"
+        "    def build(self):\n"
+        "        return self.command_class()\n"
+    )})
+    assert ("m.py::Group.read", "m.py::Group.command_class") in _edges(ix, "REFERENCES")
+    assert ("m.py::Group.read", "m.py::Command") not in _edges(ix, "REFERENCES")
+    assert ("m.py::Group.build", "m.py::Command") in _edges(ix, "INSTANTIATES")
