@@ -208,7 +208,7 @@ def interface_parts(facts: FileFacts) -> dict[str, tuple]:
     parts: dict[str, list] = {}
     for d in facts.defs:
         parts.setdefault(dep_key(classes, d.qual), []).append(
-            (d.qual, d.kind, tuple(d.bases), d.returns, d.value, is_fixture(d.decorators),
+            (d.qual, d.kind, tuple(d.bases), d.returns, d.returns_def, d.value, is_fixture(d.decorators),
              tuple(sorted(d.locals.items(), key=lambda kv: kv[0])) if d.qual in scopes else ()))
         for name, attr in sorted(d.attrs.items()):
             parts.setdefault(dep_key(classes, f"{d.qual}.{name}"), []).append(("attr", d.qual, name, attr))
@@ -543,6 +543,19 @@ class Binder:
             return None
         return None
 
+    def call_result(self, value: Value, depth: int) -> Value:
+        """What calling `value` returns, for a call of that result (`f(a)(b)`, `@factory(...)`): a
+        function that returns a nested def by name (a decorator factory) returns that def, whatever
+        its other branches return."""
+        target = self.deref_variable(value, depth)
+        if target is not None and target[0] == "sym":
+            path, _, qual = target[1].partition("::")
+            self.use(path, qual)
+            d = self.ws.info[path].defs.get(qual)
+            if d is not None and d.returns_def is not None and f"{qual}.{d.returns_def}" in self.ws.info[path].defs:
+                return ("sym", symbol_id(path, f"{qual}.{d.returns_def}"))
+        return self.apply_call(value, depth)
+
     def class_mro(self, class_id: str, depth: int) -> list[Value]:
         """The class and its ancestors (depth-first, left to right), each ("sym", id) or EXT."""
         cached = self.ws._class_cache.get(class_id)
@@ -749,13 +762,13 @@ class Binder:
             if len(chain) == 1:
                 value = self.lookup(info, site.scope, chain[0].rstrip("()") if chain[0].endswith("()") else chain[0], 0)
                 if chain[0].endswith("()"):
-                    value = self.apply_call(value, 0)
+                    value = self.call_result(value, 0)
             else:
                 value = self.eval_chain(info, site.scope, chain[:-1], 0)
                 last = chain[-1]
                 value = self.attr(value, last[:-2] if last.endswith("()") else last, 0, raw=site.kind != CALL)
                 if last.endswith("()"):
-                    value = self.apply_call(value, 0)  # `a.f(x)(y)`: the callee is what f returned
+                    value = self.call_result(value, 0)  # `a.f(x)(y)`: the callee is what f returned
             src = scope_node(site.scope)
             if site.kind == CALL:
                 callee = self.deref_variable(value, 0)

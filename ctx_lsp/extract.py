@@ -48,6 +48,7 @@ class Def:
     attrs: dict[str, tuple[str, Chain]] = field(default_factory=dict)  # class: attr -> (scope, type chain)
     locals: dict[str, Chain | None] = field(default_factory=dict)  # function: local -> type chain or None
     words: str = ""  # identifiers and short string literals, for lexical search
+    returns_def: str | None = None  # a nested def some `return` hands out by name (a decorator factory's)
 
 
 @dataclass(slots=True)
@@ -569,6 +570,8 @@ class _Visitor:
         if not self.scope or self.scope_kind[-1] != "function":
             return
         d = self.defs_by_qual[self.qual()]
+        if d.returns_def is None and isinstance(value, ast.Name) and f"{d.qual}.{value.id}" in self.defs_by_qual:
+            d.returns_def = value.id
         if d.returns is not None:
             return
         chain = _value_chain(value)

@@ -86,6 +86,7 @@ MUST_EXIST: list[tuple[str, str, str, str | None, str | None]] = [
     (S + "Service.hooked", U + "registered.decorator", "CALLS", None, '@registered("svc")'),
     (S + "Service.register_later", U + "registered", "CALLS", "ast-import", 'registered("late")(fn)'),
     (S + "Service.register_later", U + "registered.decorator", "CALLS", None, 'registered("late")(fn)'),
+    (S + "Service.commanded", U + "command.decorator", "CALLS", None, "@command()"),
     # calling a typed instance runs its class's __call__
     (S + "Service.fire", U + "Hook.__call__", "CALLS", "ast-type", "hook()"),
     (S + "Service.factory_annotated", M + "make_repo", "CALLS", "ast-import", "make_repo().save()"),
