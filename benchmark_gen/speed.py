@@ -13,6 +13,10 @@ Per root, with a fresh cache directory:
 - update_p50_ms / update_p95_ms: in that warm process, deterministic single-file edits (append a new
   function to a random file via index.update_file, as an editor buffer), timed until update_file returns
   (it is synchronous: the graph is consistent then, which is checked after the clock stops), each reverted.
+  An appended function is a new name nobody reads yet, so it re-binds the edited file alone.
+- update_rename_p50_ms / update_rename_p95_ms (beyond the contract): the same, but each edit renames a
+  random top-level def, an interface change: every file that looked the old name up is re-bound too
+  (`update_rename_rebound_p95`: how many files that was).
 
 Timings depend on the machine and its load; nothing here asserts their size.
 """
@@ -173,6 +177,33 @@ def child_warm(root: Path, cache: Path, edits: int, queries: int, seed: int) -> 
             inconsistent += 1
     _emit("updates", ms=u_ms, inconsistent=inconsistent)
 
+    r_ms: list[float] = []
+    rebound: list[float] = []
+    tops = [(p, d) for p in paths for d in index.facts[p].defs if "." not in d.qual and d.kind != "variable"]
+    for _ in range(edits if tops else 0):
+        rel, d = rng.choice(tops)
+        try:
+            original = (root / rel).read_bytes().decode("utf-8-sig")
+        except (OSError, UnicodeDecodeError):
+            continue
+        lines = original.split("\n")
+        header = lines[d.line - 1]
+        at = header.find(d.qual, d.col)
+        if at < 0:
+            continue
+        new = f"{d.qual}_renamed"
+        lines[d.line - 1] = header[:at] + new + header[at + len(d.qual):]
+        t = time.perf_counter()
+        with engine.lock:
+            n = index.update_file(rel, "\n".join(lines), overlay=True)
+        r_ms.append((time.perf_counter() - t) * 1000)
+        rebound.append(float(n))
+        if engine.graph.node(f"{rel}::{new}") is None:
+            inconsistent += 1
+        with engine.lock:
+            index.update_file(rel, original, overlay=False)
+    _emit("renames", ms=r_ms, rebound=rebound, inconsistent=inconsistent)
+
 
 # -- parent ----------------------------------------------------------------------------------------
 def _spawn(args: list[str]) -> tuple[float, subprocess.Popen[str]]:
@@ -245,7 +276,11 @@ def measure_root(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         # context beyond the contract: useful when reading the numbers
         rec["peak_rss_workers_mb"] = q["workers_rss_mb"]
         rec["warm_rss_mb"] = w["rss_mb"]
-        rec["update_inconsistent"] = upd["inconsistent"]
+        ren = wev["renames"][1]
+        rec["update_rename_p50_ms"] = _ms(ren["ms"], 50)
+        rec["update_rename_p95_ms"] = _ms(ren["ms"], 95)
+        rec["update_rename_rebound_p95"] = _ms(ren["rebound"], 95)
+        rec["update_inconsistent"] = ren["inconsistent"]
         rec["refine_complete"] = None if refine_status is None else refine_status["done"] == refine_status["total"]
         if refine_status is not None:
             rec["refinement"] = refine_status

@@ -600,15 +600,20 @@ class _Visitor:
         self.expr(node)
 
     def decorators(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[Chain]:
-        """Decorators are calls made on behalf of the decorated def: their sites belong to it."""
+        """Decorators are calls made on behalf of the decorated def: their sites belong to it. Inside a
+        function they are also calls that function makes when it runs the `def` statement (a test
+        defining `@app.route("/")` views calls route and the decorator route returns): the calls are
+        sited under it too."""
         out: list[Chain] = []
         qual = f"{self.qual()}.{node.name}" if self.scope else node.name
+        runner = self.qual() if self.scope and self.scope_kind[-1] == "function" else None
         for dec in node.decorator_list:
             chain = chain_of(dec)
             if chain is not None and not isinstance(dec, ast.Call):
                 line = dec.end_lineno or dec.lineno
                 col = self.col(line, dec.end_col_offset or 0) - len(chain[-1])
-                self.facts.sites.append(Site(qual, line, max(col, 0), chain, CALL))
+                for scope in (qual, runner) if runner else (qual,):
+                    self.facts.sites.append(Site(scope, line, max(col, 0), chain, CALL))
             else:
                 self.scope.append(qual)
                 if chain is not None:
@@ -616,6 +621,11 @@ class _Visitor:
                     self.site(dec, chain, CALL)
                 self.expr(dec)
                 self.scope.pop()
+                if runner and chain is not None and isinstance(dec, ast.Call):
+                    self.site(dec, chain, CALL)
+                    inner = chain_of(dec.func)
+                    if inner is not None:
+                        self.site(dec, inner, CALL)
             if chain:
                 out.append(chain)
         return out

@@ -87,6 +87,12 @@ MUST_EXIST: list[tuple[str, str, str, str | None, str | None]] = [
     (S + "Service.register_later", U + "registered", "CALLS", "ast-import", 'registered("late")(fn)'),
     (S + "Service.register_later", U + "registered.decorator", "CALLS", None, 'registered("late")(fn)'),
     (S + "Service.commanded", U + "command.decorator", "CALLS", None, "@command()"),
+    # a def statement inside a function runs its decorators there
+    (S + "build_routes", U + "registered", "CALLS", "ast-import", '@registered("view")'),
+    (S + "build_routes", U + "registered.decorator", "CALLS", None, '@registered("view")'),
+    (S + "build_routes.view", U + "registered", "CALLS", "ast-import", '@registered("view")'),
+    (S + "build_routes", U + "logged", "CALLS", "ast-import", "@logged"),
+    (S + "build_routes.plain", U + "logged", "CALLS", "ast-import", "@logged"),
     # calling a typed instance runs its class's __call__
     (S + "Service.fire", U + "Hook.__call__", "CALLS", "ast-type", "hook()"),
     (S + "Service.factory_annotated", M + "make_repo", "CALLS", "ast-import", "make_repo().save()"),
@@ -132,6 +138,9 @@ MUST_NOT_EXIST: list[tuple[str, str, str | None]] = [
     # a library object's method never becomes the project's same-named function
     (S + "Service.run_session", U + "get", None),
     (S + "Worker.run", U + "get", None),
+    # decorators in a class body or at module level run at import time: no def calls them
+    ("app/services.py", U + "logged", "CALLS"),
+    (S + "Service", U + "registered", "CALLS"),
     # a literal's method is the built-in type's
     (S + "literal_receiver", U + "get", None),
     # a fixture holding a library object; a parametrized argument is no fixture
