@@ -44,6 +44,9 @@ _PYTEST_FIXTURES = frozenset({
     "record_testsuite_property", "cache", "doctest_namespace", "testdir", "pytester",
 })
 
+# decorators that make a member a data descriptor (wins over an instance attribute of the same name)
+_PROPERTY_DECORATORS = frozenset({"property", "setter", "getter", "deleter"})
+
 # A dependency on a file by path (not module name): conftest.py files, found by directory, not import.
 PATH_DEP = "\0path:"
 
@@ -646,12 +649,33 @@ class Binder:
                 return ("sym", symbol_id(path, mq))
             attr = info.defs[qual].attrs.get(name)
             if attr is not None:
+                prop = self._property_in(mro[i + 1:], name)
+                if prop is not None:
+                    return prop  # `self.debug = x` under a base's `debug` property runs its setter
                 self._weaken(RESOLVER_TYPE)
                 return self.eval_chain(info, attr[0], attr[1], depth + 1)
         if name == "__class__" and not skip_self:
             return ("sym", class_id)  # self.__class__ is the class itself
         if name in _OBJECT_ATTRS:
             return EXT  # __dict__, __init__ of object, ...: not the project's
+        return None
+
+    def _property_in(self, mro: list[Value], name: str) -> Value:
+        """The property `name` the first class of `mro` defining `name` declares, if it is one: a data
+        descriptor on a class wins over an instance attribute of the same name."""
+        for entry in mro:
+            if entry is None or entry[0] != "sym":
+                return None
+            path, _, qual = entry[1].partition("::")
+            info = self.ws.info[path]
+            self.use(path, f"{qual}.{name}")
+            mq = info.members.get(qual, {}).get(name)
+            if mq is not None:
+                d = info.defs[mq]
+                if any(c and c[-1] in _PROPERTY_DECORATORS for c in d.decorators):
+                    self._weaken(RESOLVER_MRO)
+                    return ("sym", symbol_id(path, mq))
+                return None
         return None
 
     def attr(self, value: Value, name: str, depth: int, raw: bool = False) -> Value:

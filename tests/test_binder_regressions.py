@@ -86,3 +86,30 @@ def test_ve5_reading_an_annotated_class_attribute_references_the_attribute(tmp_p
     assert ("m.py::Group.read", "m.py::Group.command_class") in _edges(ix, "REFERENCES")
     assert ("m.py::Group.read", "m.py::Command") not in _edges(ix, "REFERENCES")
     assert ("m.py::Group.build", "m.py::Command") in _edges(ix, "INSTANTIATES")
+
+
+def test_a_base_class_property_wins_over_an_instance_attribute_assigned_in_a_subclass(tmp_path: Path) -> None:
+    """flask: `App.debug` is a property with a setter; `Flask.run` assigns `self.debug = ...` (the setter
+    runs), and `self.debug` reads in Flask run the getter."""
+    ix = _index(tmp_path, {"m.py": (
+        "class App:\n"
+        "    @property\n"
+        "    def debug(self) -> bool:\n"
+        "        return True\n"
+        "    @debug.setter\n"
+        "    def debug(self, value: bool) -> None:\n"
+        "        pass\n"
+        "class Flask(App):\n"
+        "    def run(self):\n"
+        "        self.debug = bool(1)\n"
+        "    def env(self):\n"
+        "        return self.debug\n"
+        "class Plain:\n"
+        "    def __init__(self):\n"
+        "        self.debug = App()\n"
+        "    def use(self):\n"
+        "        return self.debug.debug\n"
+    )})
+    refs = _edges(ix, "REFERENCES")
+    assert ("m.py::Flask.env", "m.py::App.debug") in refs
+    assert ("m.py::Plain.use", "m.py::App.debug") in refs  # the instance attribute's type, then its property
