@@ -763,6 +763,14 @@ class _Visitor:
                 if chain is not None:
                     self.site(cur, chain, CALL)
                     self.add_word(chain[-1].rstrip("()"))
+                    # attributes read on the way to the callee (`result.output.splitlines()` reads the
+                    # `output` property) are references of their own
+                    recv = cur.func.value if isinstance(cur.func, ast.Attribute) else None
+                    while isinstance(recv, ast.Attribute):
+                        c3 = chain_of(recv)
+                        if c3 is not None and not c3[0].endswith("()") and (c3[0] not in _BUILTINS or self.is_local(c3[0])):
+                            self.site(recv, c3, REF)
+                        recv = recv.value
                     # the inner calls of the receiver (a.b().c()) and of the callee (`f(a)(b)`, whose
                     # own site is the call of f's result) need their own sites
                     inner = cur.func
