@@ -368,8 +368,8 @@ class Refiner:
             if not 0 <= i < len(facts.sites):
                 continue
             site = facts.sites[i]
-            if site.kind != CALL:
-                continue
+            if site.kind != CALL or site.chain[-1].endswith("()"):
+                continue  # `f(a)(b)`: jedi's goto names f, not the function f returned
             stats["sites"] += 1
             try:
                 res = self._resolve(script, site.line, _name_col(lines, site.line, site.col, site.chain), stats)
@@ -403,6 +403,10 @@ class Refiner:
                 stats["jedi_unresolved"] += 1
                 continue
             if e.dst in res.targets:
+                stats["confirmed"] += 1
+                continue
+            if any(_returned_def(self.index, t) == e.dst for t in res.targets):
+                # `@app.route("/")`: jedi names the factory; the static edge is the def it returns
                 stats["confirmed"] += 1
                 continue
             if res.targets and self._alias_of(res, e.dst):
@@ -540,6 +544,18 @@ class Refiner:
             tops = {ws.canonical[p] for p in ws.canonical if p.endswith("__init__.py") and "." not in ws.canonical[p]}
             self._tops = (key, tops)
         return self._tops[1]
+
+
+def _returned_def(index: WorkspaceIndex, node_id: str) -> str | None:
+    """The nested def the function `node_id` returns by name (a decorator factory's decorator)."""
+    path, _, qual = node_id.partition("::")
+    facts = index.facts.get(path)
+    if facts is None:
+        return None
+    for d in facts.defs:
+        if d.qual == qual and d.returns_def is not None:
+            return symbol_id(path, f"{qual}.{d.returns_def}")
+    return None
 
 
 def _name_col(lines: list[str], line: int, col: int, chain: tuple[str, ...]) -> int:

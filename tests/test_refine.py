@@ -249,3 +249,25 @@ def test_alias_and_bundled_stub_of_the_workspace_package(tmp_path: Path) -> None
     line, col = position(files["django/core/files/images.py"], "y.open()", "open")
     edges = [e for e in jedi_edges(index) if e.path == "django/core/files/images.py"]
     assert [(e.dst, e.line, e.col) for e in edges] == [("django/core/files/base.py::File.open", line, col)]
+
+
+def test_a_decorator_factory_application_is_confirmed_not_contradicted(tmp_path: Path) -> None:
+    """`@reg.route("/")` CALLS the nested def route returns; jedi names route itself there: that
+    confirms the static edge, and the application site is never handed to jedi as unresolved."""
+    root = tmp_path / "ws"
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/app.py": "class App:\n    def route(self, rule):\n        def decorator(f):\n            return f\n"
+                      "        return decorator\n",
+        "pkg/views.py": "from pkg.app import App\n\n\ndef build(app: App):\n    @app.route('/')\n    def index():\n"
+                        "        return 1\n\n    return index\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    index = open_index(root, tmp_path / "cache")
+    edges = {(e.src, e.dst) for e in index.graph.edges() if e.kind == "CALLS"}
+    assert ("pkg/views.py::build", "pkg/app.py::App.route.decorator") in edges
+    status = Refiner(index, sample_per_file=50).run()
+    assert status["sampled"] >= 2  # route and route.decorator, from build and from index
+    assert status["contradicted"] == 0 and status["confirmed"] == status["sampled"]
