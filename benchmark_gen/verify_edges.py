@@ -208,6 +208,29 @@ class Workspace:
                     stack.extend(ast.iter_child_nodes(cur))
         return sorted(out)
 
+    def decorator_names(self, loc: Loc) -> list[tuple[int, int, bool]]:
+        """(1-based line, code-point column of the decorator's name, whether it is called) for each
+        decorator of the function whose definition `loc` points at."""
+        rel = self.rel_of(loc)
+        tree = self.tree(rel) if rel is not None else None
+        if rel is None or tree is None:
+            return []
+        out: list[tuple[int, int, bool]] = []
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno == loc.line + 1:
+                for dec in node.decorator_list:
+                    called = isinstance(dec, ast.Call)
+                    target = dec.func if isinstance(dec, ast.Call) else dec
+                    if isinstance(target, ast.Attribute) and target.end_lineno is not None:
+                        line = target.end_lineno
+                        col = self.cp(rel, line, target.end_col_offset or 0) - len(target.attr)
+                    elif isinstance(target, ast.Name):
+                        line, col = target.lineno, self.cp(rel, target.lineno, target.col_offset)
+                    else:
+                        continue
+                    out.append((line, col, called))
+        return out
+
     def site_at(self, rel: str, line: int, col: int) -> Site | None:
         f = self.facts.get(rel)
         if f is None:
@@ -418,6 +441,10 @@ class Judge:
                     ret = await self.definition(frel, rline, rcol)
                     if self.matches(ret, e.dst):
                         return self.verdict(e, AGREE, "", locs + ret, note="returned by the function called there")
+        if e.kind == EdgeKind.CALLS.value and import_pos is None:
+            wrapper = await self.wrapper_of(locs, e.dst)
+            if wrapper:
+                return self.verdict(e, AGREE, "", locs + wrapper, note="the wrapper of the decorated def called there")
         if e.kind == EdgeKind.INSTANTIATES.value and import_pos is None:
             # `self.factory_class(...)` with `factory_class: type[X]`: the declared type decides what is built
             async with self.sem:
@@ -445,6 +472,34 @@ class Judge:
                 return self.verdict(e, UNRESOLVED, f"{e.kind} {shape} (pyright: a parameter/local of unknown type)",
                                     locs)
         return self.verdict(e, DISAGREE, f"{e.kind} {shape} -> {self.relation(e.dst, locs)}", locs)
+
+    async def returned(self, locs: list[Loc]) -> list[Loc]:
+        """pyright's definitions of the names the functions at `locs` return (`return wrapper`)."""
+        out: list[Loc] = []
+        for loc in locs:
+            rel = self.ws.rel_of(loc)
+            if rel is None:
+                continue
+            for rline, rcol in self.ws.returned_names(loc):
+                out.extend(await self.definition(rel, rline, rcol))
+        return out
+
+    async def wrapper_of(self, locs: list[Loc], dst: str) -> list[Loc]:
+        """Locations proving `dst` is the wrapper a decorator of the def at `locs` returns: pyright
+        resolves the decorator (for `@factory(...)`, the factory and then the decorator it returns) and
+        the name that decorator returns. Empty when it is not."""
+        for loc in locs:
+            rel = self.ws.rel_of(loc)
+            if rel is None:
+                continue
+            for line, col, called in self.ws.decorator_names(loc):
+                deco = await self.definition(rel, line, col)
+                if called:
+                    deco = await self.returned(deco)
+                wrappers = await self.returned(deco)
+                if wrappers and self.matches(wrappers, dst):
+                    return deco + wrappers
+        return []
 
     def is_cls_param(self, e: Edge, locs: list[Loc]) -> bool:
         """pyright stopped at the first parameter of a classmethod enclosing the site, and our target

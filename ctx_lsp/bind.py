@@ -211,7 +211,7 @@ def interface_parts(facts: FileFacts) -> dict[str, tuple]:
     parts: dict[str, list] = {}
     for d in facts.defs:
         parts.setdefault(dep_key(classes, d.qual), []).append(
-            (d.qual, d.kind, tuple(d.bases), d.returns, d.returns_def, d.value, is_fixture(d.decorators),
+            (d.qual, d.kind, tuple(d.bases), d.returns, d.returns_def, d.value, tuple(d.decorators),
              tuple(sorted(d.locals.items(), key=lambda kv: kv[0])) if d.qual in scopes else ()))
         for name, attr in sorted(d.attrs.items()):
             parts.setdefault(dep_key(classes, f"{d.qual}.{name}"), []).append(("attr", d.qual, name, attr))
@@ -559,6 +559,37 @@ class Binder:
                 return ("sym", symbol_id(path, f"{qual}.{d.returns_def}"))
         return self.apply_call(value, depth)
 
+    def wrappers(self, callee_id: str) -> list[str]:
+        """The wrapper closures that run when the decorated def `callee_id` is called: for each
+        decorator that is a project function returning a nested def by name (`def setupmethod(f):
+        def wrapper_func(...)...; return wrapper_func`), or a factory returning such a decorator."""
+        path, _, qual = callee_id.partition("::")
+        info = self.ws.info.get(path)
+        if info is None:
+            return []
+        d = info.defs.get(qual)
+        if d is None or not d.decorators or d.kind == "class":
+            return []
+        out: list[str] = []
+        scope = qual.rpartition(".")[0]
+        for dec in d.decorators:
+            if dec[-1].endswith("()"):
+                value = self.call_result(self.eval_chain(info, scope, dec[:-1] + (dec[-1][:-2],), 0), 0)
+            else:
+                value = self.deref_variable(self.eval_chain(info, scope, dec, 0), 0)
+            if value is None or value[0] != "sym":
+                continue
+            dpath, _, dqual = value[1].partition("::")
+            self.use(dpath, dqual)
+            ddef = self.ws.info[dpath].defs.get(dqual)
+            if ddef is None or ddef.kind not in ("function", "method") or ddef.returns_def is None:
+                continue
+            wqual = f"{dqual}.{ddef.returns_def}"
+            wdef = self.ws.info[dpath].defs.get(wqual)
+            if wdef is not None and wdef.kind == "function":
+                out.append(symbol_id(dpath, wqual))
+        return out
+
     def class_mro(self, class_id: str, depth: int) -> list[Value]:
         """The class and its ancestors (depth-first, left to right), each ("sym", id) or EXT."""
         cached = self.ws._class_cache.get(class_id)
@@ -820,6 +851,10 @@ class Binder:
                 if tdef.kind == "variable":
                     kind = EdgeKind.REFERENCES.value
                 add(src, callee[1], kind, site.line, site.col, self.resolver)
+                if kind == EdgeKind.CALLS.value and tdef.decorators:
+                    for wrapper in self.wrappers(callee[1]):
+                        # calling a decorated def runs the decorator's wrapper first
+                        add(src, wrapper, kind, site.line, site.col, self.resolver)
             else:
                 if value is None or value is EXT or value[0] != "sym" or value[1] == src:
                     continue

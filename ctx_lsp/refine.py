@@ -405,8 +405,9 @@ class Refiner:
             if e.dst in res.targets:
                 stats["confirmed"] += 1
                 continue
-            if any(_returned_def(self.index, t) == e.dst for t in res.targets):
-                # `@app.route("/")`: jedi names the factory; the static edge is the def it returns
+            if any(_returned_def(self.index, t) == e.dst for t in res.targets) or self._wrapper_of(res, e.dst):
+                # `@app.route("/")`: jedi names the factory; the static edge is the def it returns. A
+                # decorated def: jedi names the def; the static edge is the wrapper that runs for it
                 stats["confirmed"] += 1
                 continue
             if res.targets and self._alias_of(res, e.dst):
@@ -427,6 +428,15 @@ class Refiner:
         edges = sorted(new_edges.values(), key=lambda x: (x.line, x.col, x.dst, x.kind))
         stats["added_edges"] = len(edges)
         return {"edges": [edge_to_wire(x) for x in edges], "stats": stats, "examples": examples}
+
+    def _wrapper_of(self, res: _Resolution, dst: str) -> bool:
+        """Whether `dst` is the wrapper a decorator of one of jedi's targets returns."""
+        try:
+            binder = Binder(self.index.ws)
+            return any(dst in binder.wrappers(node_id) for node_id in res.targets)
+        except Exception:  # read without the index lock; a concurrent update may get in the way: no verdict
+            log.debug("wrapper check failed", exc_info=True)
+        return False
 
     def _alias_of(self, res: _Resolution, dst: str) -> bool:
         """Whether one of jedi's targets is a variable whose assigned value the static binder resolves to `dst`."""

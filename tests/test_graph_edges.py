@@ -93,6 +93,11 @@ MUST_EXIST: list[tuple[str, str, str, str | None, str | None]] = [
     (S + "build_routes.view", U + "registered", "CALLS", "ast-import", '@registered("view")'),
     (S + "build_routes", U + "logged", "CALLS", "ast-import", "@logged"),
     (S + "build_routes.plain", U + "logged", "CALLS", "ast-import", "@logged"),
+    # calling a decorated def runs its decorator's wrapper (a factory's: the wrapper its decorator returns)
+    (S + "call_decorated", S + "traced_helper", "CALLS", "ast-scope", "traced_helper()"),
+    (S + "call_decorated", S + "logged_helper", "CALLS", "ast-scope", "logged_helper()"),
+    (S + "call_decorated", U + "traced.wrapper", "CALLS", None, "traced_helper()"),
+    (S + "call_decorated", U + "retry.deco.again", "CALLS", None, "flaky()"),
     # calling a typed instance runs its class's __call__
     (S + "Service.fire", U + "Hook.__call__", "CALLS", "ast-type", "hook()"),
     (S + "Service.factory_annotated", M + "make_repo", "CALLS", "ast-import", "make_repo().save()"),
@@ -140,6 +145,8 @@ MUST_NOT_EXIST: list[tuple[str, str, str | None]] = [
     (S + "Worker.run", U + "get", None),
     # decorators in a class body or at module level run at import time: no def calls them
     ("app/services.py", U + "logged", "CALLS"),
+    # `logged` returns the def itself: calling a def it decorates runs no wrapper, and never `logged`
+    (S + "call_decorated", U + "logged", "CALLS"),
     (S + "Service", U + "registered", "CALLS"),
     # a literal's method is the built-in type's
     (S + "literal_receiver", U + "get", None),

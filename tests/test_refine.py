@@ -261,6 +261,8 @@ def test_a_decorator_factory_application_is_confirmed_not_contradicted(tmp_path:
                       "        return decorator\n",
         "pkg/views.py": "from pkg.app import App\n\n\ndef build(app: App):\n    @app.route('/')\n    def index():\n"
                         "        return 1\n\n    return index\n",
+        "pkg/deco.py": "def traced(fn):\n    def wrapper():\n        return fn()\n    return wrapper\n\n\n"
+                       "@traced\ndef work():\n    return 1\n\n\ndef run():\n    return work()\n",
     }
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -268,6 +270,7 @@ def test_a_decorator_factory_application_is_confirmed_not_contradicted(tmp_path:
     index = open_index(root, tmp_path / "cache")
     edges = {(e.src, e.dst) for e in index.graph.edges() if e.kind == "CALLS"}
     assert ("pkg/views.py::build", "pkg/app.py::App.route.decorator") in edges
+    assert ("pkg/deco.py::run", "pkg/deco.py::traced.wrapper") in edges
     status = Refiner(index, sample_per_file=50).run()
-    assert status["sampled"] >= 2  # route and route.decorator, from build and from index
+    assert status["sampled"] >= 4  # route and route.decorator, from build and from index; work and its wrapper
     assert status["contradicted"] == 0 and status["confirmed"] == status["sampled"]
