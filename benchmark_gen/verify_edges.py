@@ -33,7 +33,7 @@ from benchmark_gen.oracle_pyright import Loc, PyrightOracle, langserver_path
 from benchmark_gen.oracle_trace import SYNTHETIC as SYNTHETIC_CODE
 from benchmark_gen.oracle_trace import CodeMapper, run_traced
 from ctx_lsp.bind import EXT, Binder
-from ctx_lsp.extract import Def, FileFacts, Site
+from ctx_lsp.extract import Def, FileFacts, Site, returned_name
 from ctx_lsp.index import WorkspaceIndex
 from ctx_lsp.model import Edge, EdgeKind, Node, symbol_id
 
@@ -203,8 +203,9 @@ class Workspace:
                     cur = stack.pop()
                     if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                         continue
-                    if isinstance(cur, ast.Return) and isinstance(cur.value, ast.Name):
-                        out.append((cur.value.lineno, self.cp(rel, cur.value.lineno, cur.value.col_offset)))
+                    named = returned_name(cur.value) if isinstance(cur, ast.Return) else None
+                    if named is not None:
+                        out.append((named.lineno, self.cp(rel, named.lineno, named.col_offset)))
                     stack.extend(ast.iter_child_nodes(cur))
         return sorted(out)
 

@@ -257,6 +257,28 @@ def _first_doc_line(node: ast.AST) -> str:
     return " ".join(para)[:240]
 
 
+def returned_name(value: ast.AST | None) -> ast.Name | None:
+    """The name a `return` hands out, seen through the helpers decorators wrap it in:
+    `update_wrapper(wrapper, f)`, `wraps(f)(wrapper)`, `cast(F, wrapper)` (functools, typing)."""
+    while value is not None:
+        if isinstance(value, ast.Name):
+            return value
+        if not isinstance(value, ast.Call):
+            return None
+        func = value.func
+        head = chain_of(func.func) if isinstance(func, ast.Call) else chain_of(func)
+        name = head[-1].removesuffix("()") if head else ""
+        if isinstance(func, ast.Call) and name == "wraps" and value.args:
+            value = value.args[0]
+        elif name == "update_wrapper" and value.args:
+            value = value.args[0]
+        elif name == "cast" and len(value.args) == 2:
+            value = value.args[1]
+        else:
+            return None
+    return None
+
+
 def chain_of(node: ast.AST) -> Chain | None:
     """The dotted chain of an expression, or None when it is not a plain name/attribute/call chain."""
     parts: list[str] = []
@@ -570,8 +592,9 @@ class _Visitor:
         if not self.scope or self.scope_kind[-1] != "function":
             return
         d = self.defs_by_qual[self.qual()]
-        if d.returns_def is None and isinstance(value, ast.Name) and f"{d.qual}.{value.id}" in self.defs_by_qual:
-            d.returns_def = value.id
+        named = returned_name(value)
+        if d.returns_def is None and named is not None and f"{d.qual}.{named.id}" in self.defs_by_qual:
+            d.returns_def = named.id
         if d.returns is not None:
             return
         chain = _value_chain(value)
