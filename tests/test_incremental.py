@@ -67,7 +67,13 @@ BODIES = [
     "from pkg.b import Beta as Alpha\nreturn Alpha()",  # a function-scope import deciding the return type
     "from pkg.sub.c import Gamma as Alpha\nreturn Alpha()",
     "class Inner(Alpha):\n    pass\nreturn Inner().run()",  # a nested class based on a module name
+    "def inner():\n    return Alpha()\nreturn inner",  # a decorator factory/decorator returning its nested def
+    "def inner():\n    return Beta()\nreturn update_wrapper(inner, Beta)",
+    "return make()(1)",  # a call of a call's result
+    "return helper(1)(2).run()",
 ]
+# decorators put on functions and methods: plain, factories, through modules and aliases
+DECORATORS = ["", "@make", "@helper()", "@get", "@a.make", "@make()", "@pb.Beta", "@Alias"]
 METHOD_BODIES = BODIES + [
     "self.run()",
     "super().save()",
@@ -105,6 +111,7 @@ class FileModel:
     classes: dict[str, ClassModel] = field(default_factory=dict)
     funcs: dict[str, str] = field(default_factory=dict)
     shadows: dict[str, int] = field(default_factory=dict)  # function or "Class.__init__" -> SHADOWS index
+    decorators: dict[str, int] = field(default_factory=dict)  # function or "Class.method" -> DECORATORS index
     broken: int = 0
 
     def render(self) -> str:
@@ -121,6 +128,8 @@ class FileModel:
                     out.append("        self.dep = dep")
                     out.append("        self.other = Gamma()")
                 else:
+                    if self.decorators.get(f"{name}.{m}"):
+                        out.append("    " + DECORATORS[self.decorators[f"{name}.{m}"]])
                     out.append(f"    def {m}(self):")
                 if body.startswith("("):
                     body = body.partition("\n")[2]
@@ -132,7 +141,8 @@ class FileModel:
             extra, prefix = SHADOWS[self.shadows.get(name, 0)]
             if extra:
                 params = f"({extra})" if params == "()" else params
-            out.append(f"\n\ndef {name}{params}:")
+            deco = DECORATORS[self.decorators.get(name, 0)]
+            out.append(f"\n\n{deco}\ndef {name}{params}:" if deco else f"\n\ndef {name}{params}:")
             out.extend("    " + line for line in (prefix.splitlines() + body.splitlines()))
         return "\n".join(out) + "\n" + BROKEN[self.broken]
 
@@ -157,7 +167,8 @@ def initial() -> dict[str, FileModel]:
 
 # One operation: (kind, i, j, k) with small integers interpreted per kind; nonsensical ones are no-ops.
 OPS = ["add_func", "remove_def", "rename_def", "add_class", "set_bases", "add_stmt", "remove_stmt",
-       "create_file", "delete_file", "rename_file", "break", "fix", "add_method", "shadow", "shadow"]
+       "create_file", "delete_file", "rename_file", "break", "fix", "add_method", "shadow", "shadow",
+       "decorate", "decorate"]
 op_strategy = st.tuples(st.sampled_from(OPS), st.integers(0, 40), st.integers(0, 40), st.integers(0, 40))
 
 
@@ -225,6 +236,12 @@ def apply_op(model: dict[str, FileModel], op: tuple[str, int, int, int]) -> tupl
         if not targets:
             return None
         fm.shadows[targets[j % len(targets)]] = k % len(SHADOWS)
+    elif kind == "decorate":
+        targets = sorted(fm.funcs) + [f"{c}.{m}" for c, cm in sorted(fm.classes.items()) for m in sorted(cm.methods)
+                                      if m != "__init__"]
+        if not targets:
+            return None
+        fm.decorators[targets[j % len(targets)]] = k % len(DECORATORS)
     elif kind == "break":
         fm.broken = 1 + j % (len(BROKEN) - 1)
     elif kind == "fix":
