@@ -35,7 +35,7 @@ from benchmark_gen.oracle_trace import CodeMapper, run_traced
 from ctx_lsp.bind import EXT, Binder
 from ctx_lsp.extract import Def, FileFacts, Site, returned_name
 from ctx_lsp.index import WorkspaceIndex
-from ctx_lsp.model import Edge, EdgeKind, Node, symbol_id
+from ctx_lsp.model import RESOLVER_FLOW, Edge, EdgeKind, Node, symbol_id
 
 CHECKED_KINDS = (
     EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value, EdgeKind.REFERENCES.value,
@@ -378,6 +378,10 @@ class Judge:
         return bool(locs) and all(self.ws.rel_of(loc) is None for loc in locs)
 
     async def judge(self, e: Edge) -> Verdict:
+        if e.resolver == RESOLVER_FLOW:
+            # a call of a parameter/attribute: pyright's definition there is the variable, never the
+            # function that flows into it; the runtime trace judges these (see flow_precision)
+            return self.verdict(e, SKIPPED, "ast-flow: judged by the runtime trace", [])
         try:
             if e.kind == EdgeKind.INHERITS.value:
                 return await self.judge_inherits(e)
@@ -1015,6 +1019,7 @@ def dynamic_recall(ws: Workspace, calls: list[Any], binder: Binder) -> dict[str,
         # a pair seen both through a builtin and directly counts as direct
         pairs[(caller, callee)] = (via and c.via_builtin, gen or c.callee.is_generator)
     wrapped = decorator_wrappers(ws, pairs)
+    executed = set(pairs)  # wrapper -> wrapped included: flow edges name those calls too
     for (caller, callee) in list(pairs):
         if callee in wrapped.get(caller, ()):
             del pairs[(caller, callee)]
@@ -1059,7 +1064,20 @@ def dynamic_recall(ws: Workspace, calls: list[Any], binder: Binder) -> dict[str,
                       "ci": list(wilson(graph, n))}
     out["patterns"] = [{"pattern": p, "count": c, "example": examples[p]} for p, c in _top(patterns)]
     out["misses"] = misses
+    out["flow_precision"] = flow_precision(ws, executed)
     return out
+
+
+def flow_precision(ws: Workspace, pairs: set[tuple[str, str]]) -> dict[str, Any]:
+    """The trace as the oracle of `ast-flow` edges (may-calls through values, which pyright cannot
+    judge): of the flow edges whose caller ran, the share whose callee it was seen calling. A lower
+    bound: a registered callback the tests never dispatched counts against it."""
+    ran = {caller for caller, _ in pairs}
+    flow = [e for es in ws.index.graph.extra_edges.values() for e in es if e.resolver == RESOLVER_FLOW]
+    judged = [e for e in flow if e.src in ran]
+    seen = sum(1 for e in judged if (e.src, e.dst) in pairs)
+    return {"edges": len(flow), "caller_ran": len(judged), "confirmed": seen,
+            "precision": seen / len(judged) if judged else None, "ci": list(wilson(seen, len(judged)))}
 
 
 def _top(counter: Counter[str], k: int = 10) -> list[tuple[str, int]]:
@@ -1265,6 +1283,12 @@ def render_markdown(res: dict[str, Any]) -> str:
                        f"{_pct(r['recall'])} | {_ci(r['ci'])} |")
         if dyn["excluded"]:
             out += ["", "Not counted: " + "; ".join(f"{k}: {v}" for k, v in dyn["excluded"].items()) + "."]
+        fp = dyn.get("flow_precision")
+        if fp and fp["edges"]:
+            out += ["", f"`ast-flow` edges (calls of parameters and stored callbacks; pyright cannot judge them): "
+                        f"{fp['edges']}; {fp['caller_ran']} have a caller that ran, and the trace saw "
+                        f"{fp['confirmed']} of those calls: precision {_pct(fp['precision'])} {_ci(fp['ci'])} "
+                        "(a lower bound: a registered callback the tests never dispatched counts against it)."]
         out += ["", "Missed calls by pattern:", ""]
         for i, p in enumerate(dyn["patterns"], 1):
             ex = p["example"]

@@ -14,6 +14,7 @@ module table can change) and, for every file whose tables were read, the top-lev
 from __future__ import annotations
 
 import builtins
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -87,6 +88,8 @@ class ModuleInfo:
     stars: list[Import]
     members: dict[str, dict[str, str]]  # class qual -> member name -> member qual
     classes: frozenset[str]  # top-level class names (see dep_key)
+    params: dict[str, tuple[str, ...]]  # def qual -> parameter names in order (flowfacts "params")
+    returns_param: dict[str, str]  # def qual -> a parameter it returns (flowfacts "returns")
 
 
 @dataclass(slots=True)
@@ -97,6 +100,8 @@ class FileBinding:
     internal: int = 0  # call sites resolved to a workspace symbol
     external: int = 0  # call sites resolved outside the workspace
     unresolved: list[int] = field(default_factory=list)  # indexes into facts.sites (calls only)
+    # callback flow constraints (flow.py): ("v", var, var) | ("f", function id, var) | ("c", caller, var, line, col)
+    flows: list[tuple] = field(default_factory=list)
 
 
 def module_names(path: str, is_package_dir: set[str]) -> list[str]:
@@ -156,7 +161,15 @@ def build_module_info(facts: FileFacts, module: str) -> ModuleInfo:
     is_pkg = facts.path.endswith("__init__.py")
     package = module if is_pkg else module.rpartition(".")[0]
     classes = frozenset(q for q in top if defs[q].kind == "class")
-    return ModuleInfo(facts, module, package, defs, top, imports, bound, stars, members, classes)
+    params: dict[str, tuple[str, ...]] = {}
+    returns_param: dict[str, str] = {}
+    for fl in facts.flows:
+        if fl[1] == "params":
+            params.setdefault(fl[0], tuple(fl[4]))
+        elif fl[1] == "returns" and fl[5] in params.get(fl[0], ()):
+            returns_param.setdefault(fl[0], fl[5])
+    return ModuleInfo(facts, module, package, defs, top, imports, bound, stars, members, classes, params,
+                      returns_param)
 
 
 def _import_wins(info: ModuleInfo, name: str) -> bool:
@@ -227,6 +240,9 @@ def interface_parts(facts: FileFacts) -> dict[str, tuple]:
             parts.setdefault(i.asname or (i.name if i.name is not None else i.module.split(".")[0]), []).append(item)
     if facts.all_names is not None:
         parts.setdefault("__all__", []).append(tuple(facts.all_names))
+    for fl in facts.flows:
+        if fl[1] in ("params", "returns"):  # what other files' flow bindings read (see bind_flows)
+            parts.setdefault(dep_key(classes, fl[0]), []).append((fl[1], fl[0], tuple(fl[4]), fl[5]))
     headers = {k: tuple(v) for k, v in parts.items() if k in classes}
     return {k: headers.get(k.partition(".")[0], ()) + tuple(v) if "." in k else tuple(v) for k, v in parts.items()}
 
@@ -285,7 +301,8 @@ class Binder:
     def use(self, path: str, qual: str) -> None:
         """Record that binding read `path`'s tables under `qual`'s interface key (see dep_key)."""
         info = self.ws.info.get(path)
-        self.deps.add(name_dep(path, dep_key(info.classes, qual) if info is not None else qual.partition(".")[0]))
+        # interned: the same keys recur across thousands of bindings
+        self.deps.add(sys.intern(name_dep(path, dep_key(info.classes, qual) if info is not None else qual.partition(".")[0])))
 
     def module_path(self, name: str) -> str | None:
         self.deps.add(name)
@@ -559,6 +576,102 @@ class Binder:
                 return ("sym", symbol_id(path, f"{qual}.{d.returns_def}"))
         return self.apply_call(value, depth)
 
+    # -- callback flow (flow.py propagates what this resolves) --------------------------------
+    def bind_flows(self, info: ModuleInfo, called: dict[tuple[int, int, Chain], tuple[str, bool]]) -> list[tuple]:
+        """Resolve one file's flowfacts into constraints over variables: ("p", def id, name) for a
+        parameter or local, ("a", class id, attr) for an attribute of a class's instances."""
+        path = info.facts.path
+        out: set[tuple] = set()
+
+        def var(scope: str, name: str) -> tuple | None:
+            """The variable `name` denotes in `scope`, or ("fn", id) for a project function."""
+            cur = scope
+            while cur:
+                d = info.defs.get(cur)
+                if d is not None and d.kind != "class" and (name in info.params.get(cur, ()) or name in d.locals):
+                    return ("p", symbol_id(path, cur), name)
+                cur = cur.rpartition(".")[0]
+            value = self.deref_variable(self.lookup(info, scope, name, 0), 0)
+            if value is not None and value[0] == "sym":
+                fpath, _, fqual = value[1].partition("::")
+                self.use(fpath, fqual)
+                d = self.ws.info[fpath].defs.get(fqual)
+                if d is not None and d.kind in ("function", "method", "test"):
+                    return ("fn", value[1])
+            return None
+
+        def attrs(scope: str, attr: str) -> list[tuple]:
+            owner = self.enclosing_class(info, scope)
+            if owner is None:
+                return []
+            return [("a", e[1], attr) for e in self.class_mro(symbol_id(path, owner), 0) if e is not None and e[0] == "sym"]
+
+        def param(callee: str, bound: bool, pos: str) -> tuple | None:
+            """The parameter variable of `callee` an argument at `pos` ("2", "=name") binds."""
+            cpath, _, cqual = callee.partition("::")
+            cinfo = self.ws.info.get(cpath)
+            if cinfo is None:
+                return None
+            self.use(cpath, cqual)
+            d = cinfo.defs.get(cqual)
+            if d is not None and d.kind == "class":
+                cqual, bound = f"{cqual}.__init__", True
+                self.use(cpath, cqual)
+                d = cinfo.defs.get(cqual)
+            if d is None:
+                return None
+            names = cinfo.params.get(cqual, ())
+            if pos.startswith("="):
+                return ("p", symbol_id(cpath, cqual), pos[1:]) if pos[1:] in names else None
+            offset = 1 if bound and d.kind == "method" and not any(c[-1] == "staticmethod" for c in d.decorators) else 0
+            i = int(pos) + offset
+            return ("p", symbol_id(cpath, cqual), names[i]) if i < len(names) else None
+
+        def flow_into(src: tuple | None, dst: tuple | None) -> None:
+            if src is None or dst is None or src == dst:
+                return
+            out.add(("f", src[1], dst) if src[0] == "fn" else ("v", src, dst))
+
+        for scope, kind, line, col, chain, name in info.facts.flows:
+            if kind == "store":
+                stored = var(scope, name)
+                for owner in attrs(scope, chain[0])[:1]:  # the class whose method stores it
+                    flow_into(stored, owner)
+            elif kind == "load":
+                loaded = var(scope, name)
+                for owner in attrs(scope, chain[0]):
+                    flow_into(owner, loaded)
+            elif kind == "arg":
+                hit = called.get((line, col, chain))
+                pos, _, arg = name.partition("\0")
+                if hit is not None:
+                    flow_into(var(scope, arg), param(hit[0], hit[1], pos))
+            elif kind == "decor":
+                hit = called.get((line, col, chain))
+                if hit is not None:
+                    flow_into(("fn", symbol_id(path, name)), param(hit[0], hit[1], "0"))
+            elif kind in ("callvar", "callattr", "callwrap"):
+                caller = symbol_id(path, scope)
+                targets: list[tuple | None]
+                if kind == "callvar":
+                    targets = [var(scope, name)]
+                elif kind == "callattr":
+                    targets = list(attrs(scope, chain[0]))
+                else:
+                    hit = called.get((line, col, chain))
+                    if hit is None:
+                        continue
+                    p = param(hit[0], hit[1], "0")
+                    wpath, _, wqual = hit[0].partition("::")
+                    winfo = self.ws.info.get(wpath)
+                    if p is None or winfo is None or winfo.returns_param.get(wqual) != p[2]:
+                        continue  # not a function that hands its argument back (ensure_sync(f) -> f)
+                    targets = list(attrs(scope, name[1:])) if name.startswith("@") else [var(scope, name)]
+                for t in targets:
+                    if t is not None and t[0] != "fn":
+                        out.add(("c", caller, t, line, col))
+        return sorted(out, key=repr)
+
     def wrappers(self, callee_id: str) -> list[str]:
         """The wrapper closures that run when the decorated def `callee_id` is called: for each
         decorator that is a project function returning a nested def by name (`def setupmethod(f):
@@ -811,15 +924,17 @@ class Binder:
                         add(symbol_id(path, mq), over[1], EdgeKind.OVERRIDES.value, md.line, md.col, RESOLVER_MRO)
 
         # CALLS, INSTANTIATES, REFERENCES from sites
+        called: dict[tuple[int, int, Chain], tuple[str, bool]] = {}  # call site -> (callee, bound method call)
         for index, site in enumerate(facts.sites):
             self.resolver = RESOLVER_SCOPE
             chain = site.chain
+            recv: Value = None
             if len(chain) == 1:
                 value = self.lookup(info, site.scope, chain[0].rstrip("()") if chain[0].endswith("()") else chain[0], 0)
                 if chain[0].endswith("()"):
                     value = self.call_result(value, 0)
             else:
-                value = self.eval_chain(info, site.scope, chain[:-1], 0)
+                value = recv = self.eval_chain(info, site.scope, chain[:-1], 0)
                 last = chain[-1]
                 value = self.attr(value, last[:-2] if last.endswith("()") else last, 0, raw=site.kind != CALL)
                 if last.endswith("()"):
@@ -847,6 +962,10 @@ class Binder:
                     out.unresolved.append(index)
                     continue
                 out.internal += 1
+                if recv is not None:
+                    recv = self.deref_variable(recv, 0)  # `registry.hook(f)`: a module variable holding an instance
+                bound = recv is not None and recv[0] in ("inst", "super") and not chain[-1].endswith("()")
+                called.setdefault((site.line, site.col, chain), (callee[1], bound))
                 kind = EdgeKind.INSTANTIATES.value if tdef.kind == "class" else EdgeKind.CALLS.value
                 if tdef.kind == "variable":
                     kind = EdgeKind.REFERENCES.value
@@ -861,6 +980,7 @@ class Binder:
                 add(src, value[1], EdgeKind.REFERENCES.value, site.line, site.col, self.resolver)
 
         out.edges = sorted(edges.values(), key=lambda e: (e.src, e.kind, e.dst))
+        out.flows = self.bind_flows(info, called)
         # the file's own names need no record: a file is always re-bound when it changes
         own = name_dep(path, "")
         out.deps = {d for d in self.deps if not d.startswith(own)}

@@ -85,6 +85,7 @@ class FileFacts:
     doc: str = ""
     errors: list[str] = field(default_factory=list)
     is_test_file: bool = False
+    flows: list[tuple] = field(default_factory=list)  # where function values go (flowfacts.py)
 
 
 def content_digest(data: bytes) -> str:
@@ -114,10 +115,17 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
     if tree is None:
         _parso_defs(text, facts)
     else:
+        visitor = _Visitor(facts, lines)
         try:
-            _Visitor(facts, lines).run(tree)
+            visitor.run(tree)
         except RecursionError:
             facts.errors.append("expression nesting too deep; facts are partial")
+        from ctx_lsp.flowfacts import flow_facts
+
+        try:
+            facts.flows = flow_facts(tree, visitor.col)
+        except RecursionError:
+            facts.flows = []
     facts.words = " ".join([_path_words(path), facts.words])[: MAX_WORDS * 8]
     return facts
 

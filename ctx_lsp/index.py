@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +22,9 @@ from typing import Any
 from ctx_lsp.bind import PATH_DEP, Binder, FileBinding, Workspace, changed_names, interface_parts, name_dep
 from ctx_lsp.discovery import FileFilter, discover, read_source
 from ctx_lsp.extract import FileFacts, content_digest, decode_source, extract
+from ctx_lsp.flow import FLOW_KEY, flow_edges
 from ctx_lsp.graph import CodeGraph
-from ctx_lsp.model import Node, NodeKind, symbol_id
+from ctx_lsp.model import EdgeKind, Node, NodeKind, symbol_id
 from ctx_lsp.store import (
     IndexStore,
     binding_from_wire,
@@ -54,6 +55,15 @@ class BuildReport:
     rebound: int = 0
     seconds: float = 0.0
     warm: bool = False
+
+
+_CALLS, _OVERRIDES = EdgeKind.CALLS.value, EdgeKind.OVERRIDES.value
+
+
+def _flow_input(b: FileBinding) -> tuple[list[tuple], frozenset[tuple[str, str]], tuple[tuple[str, str], ...]]:
+    """What flow.py reads of one binding: its constraints, its CALLS pairs, its OVERRIDES pairs."""
+    calls = frozenset((e.src, e.dst) for e in b.edges if e.kind == _CALLS)
+    return b.flows, calls, tuple((e.src, e.dst) for e in b.edges if e.kind == _OVERRIDES)
 
 
 def _extract_one(rel: str, abspath: str, max_bytes: int) -> tuple[str, FileFacts | None, str | None, int, int]:
@@ -140,6 +150,8 @@ class WorkspaceIndex:
         self.ws = Workspace({})
         self.last_update = 0.0
         self.listeners: list[Callable[[set[str]], None]] = []  # called with changed paths after updates
+        # per path: what the callback-flow pass reads of its binding (see _update_flow)
+        self._flow_inputs: dict[str, tuple[list[tuple], frozenset[tuple[str, str]], tuple[tuple[str, str], ...]]] = {}
         self.extra_state: dict[str, Any] = {}  # other producers' persisted state (history, coverage)
         self.overlay_text: dict[str, str] = {}  # editor buffers (unsaved text), by path
 
@@ -197,6 +209,35 @@ class WorkspaceIndex:
         # every node exists before any edge is added, so no relink pass is needed
         self.graph.bulk_load({p: nodes_of(f) for p, f in self.facts.items()},
                              {p: b.edges for p, b in self.bindings.items()})
+        self._flow_inputs.clear()
+        self._update_flow()
+        self.graph.relink()
+
+    def _update_flow(self, changed: Iterable[str] | None = None) -> None:
+        """Recompute the callback-flow CALLS edges (flow.py) from every binding's constraints.
+
+        `changed`: the paths just re-bound or removed; when none of them changed its constraints,
+        CALLS or OVERRIDES edges, the flow edges cannot have changed and the pass is skipped."""
+        inputs = self._flow_inputs
+        dirty = changed is None
+        for p in (self.bindings if changed is None else changed):
+            b = self.bindings.get(p)
+            new = _flow_input(b) if b is not None else None
+            if inputs.get(p) != new:
+                dirty = True
+                if new is None:
+                    inputs.pop(p, None)
+                else:
+                    inputs[p] = new
+        if not dirty:
+            return
+        existing: set[tuple[str, str]] = set()
+        overrides: list[tuple[str, str]] = []
+        for _flows, calls, overs in inputs.values():
+            existing |= calls
+            overrides.extend(overs)
+        edges = flow_edges(((p, inputs[p][0]) for p in sorted(inputs) if inputs[p][0]), existing, sorted(overrides))
+        self.graph.set_edges(FLOW_KEY, edges, store=self.graph.extra_edges)
 
     def _extract_many(self, todo: list[str], files: dict[str, Path], progress: Progress | None) -> dict[str, FileFacts]:
         out: dict[str, FileFacts] = {}
@@ -294,6 +335,7 @@ class WorkspaceIndex:
         for b in results:
             self.bindings[b.path] = b
             self.graph.set_edges(b.path, b.edges)
+        self._update_flow(set(order) | {p for p, f in changed.items() if f is None})
         self.graph.relink()
         self.last_update = time.time()
         touched = set(changed) | rebind

@@ -38,6 +38,7 @@ RESOLVER_IMPORT = "ast-import"
 RESOLVER_SCOPE = "ast-scope"
 RESOLVER_TYPE = "ast-type"  # through an inferred attribute/variable/return type
 RESOLVER_MRO = "ast-mro"
+RESOLVER_FLOW = "ast-flow"  # a function value that reaches a call through parameters and attributes (flow.py)
 RESOLVER_JEDI = "jedi"
 RESOLVER_COVERAGE = "coverage-dynamic"
 RESOLVER_STATIC_TEST = "static-test"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ def _code_digest() -> str:
     """The digest of the code that produces what the cache holds: a cache written by other extraction
     or binding code (a development checkout between releases) is rebuilt, not trusted."""
     h = hashlib.sha1()
-    for name in ("extract.py", "bind.py", "model.py", "store.py"):
+    for name in ("extract.py", "flowfacts.py", "bind.py", "flow.py", "model.py", "store.py"):
         h.update((Path(__file__).parent / name).read_bytes())
     return h.hexdigest()[:16]
 
@@ -56,6 +57,7 @@ def facts_to_wire(f: FileFacts) -> list[Any]:
         [[i.scope, i.line, i.col, i.module, i.name, i.asname, i.level, i.guarded] for i in f.imports],
         [[s.scope, s.line, s.col, list(s.chain), s.kind] for s in f.sites],
         f.all_names, f.words, f.doc, f.errors, f.is_test_file,
+        [[fl[0], fl[1], fl[2], fl[3], list(fl[4]), fl[5]] for fl in f.flows],
     ]
 
 
@@ -69,6 +71,7 @@ def facts_from_wire(w: Any) -> FileFacts:
     f.sites = [Site(*s) for s in w[5]]
     f.all_names = list(w[6]) if w[6] is not None else None
     f.words, f.doc, f.errors, f.is_test_file = w[7], w[8], list(w[9]), w[10]
+    f.flows = list(w[11])
     return f
 
 
@@ -81,11 +84,11 @@ def edge_from_wire(w: Any) -> Edge:
 
 
 def binding_to_wire(b: FileBinding) -> list[Any]:
-    return [b.path, [edge_to_wire(e) for e in b.edges], sorted(b.deps), b.internal, b.external, b.unresolved]
+    return [b.path, [edge_to_wire(e) for e in b.edges], sorted(b.deps), b.internal, b.external, b.unresolved, b.flows]
 
 
 def binding_from_wire(w: Any) -> FileBinding:
-    return FileBinding(w[0], [Edge(*e) for e in w[1]], set(w[2]), w[3], w[4], list(w[5]))
+    return FileBinding(w[0], [Edge(*e) for e in w[1]], {sys.intern(d) for d in w[2]}, w[3], w[4], list(w[5]), list(w[6]))
 
 
 class IndexStore:

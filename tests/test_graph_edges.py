@@ -98,6 +98,10 @@ MUST_EXIST: list[tuple[str, str, str, str | None, str | None]] = [
     (S + "call_decorated", S + "logged_helper", "CALLS", "ast-scope", "logged_helper()"),
     (S + "call_decorated", U + "traced.wrapper", "CALLS", None, "traced_helper()"),
     (S + "call_decorated", U + "retry.deco.again", "CALLS", None, "flaky()"),
+    # callbacks stored and run later: a may-call through values (flow.py), sited at the dispatching call
+    ("app/registry.py::Registry.dispatch", S + "wire_handlers.on_save", "CALLS", "ast-flow",
+     "self.ensure(self.handlers[name])()"),
+    ("app/registry.py::Registry.run_hooks", S + "flush", "CALLS", "ast-flow", "fn()"),
     # calling a typed instance runs its class's __call__
     (S + "Service.fire", U + "Hook.__call__", "CALLS", "ast-type", "hook()"),
     (S + "Service.factory_annotated", M + "make_repo", "CALLS", "ast-import", "make_repo().save()"),
@@ -145,6 +149,9 @@ MUST_NOT_EXIST: list[tuple[str, str, str | None]] = [
     (S + "Worker.run", U + "get", None),
     # decorators in a class body or at module level run at import time: no def calls them
     ("app/services.py", U + "logged", "CALLS"),
+    # only what was registered flows into the table
+    ("app/registry.py::Registry.dispatch", S + "never_registered", None),
+    ("app/registry.py::Registry.run_hooks", S + "wire_handlers.on_save", None),
     # `logged` returns the def itself: calling a def it decorates runs no wrapper, and never `logged`
     (S + "call_decorated", U + "logged", "CALLS"),
     (S + "Service", U + "registered", "CALLS"),

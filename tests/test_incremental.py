@@ -444,6 +444,25 @@ REGRESSIONS = {
          "pkg/user.py": "from pkg.k import K\n\n\ndef go():\n    K().run()\n"},
         "pkg/k.py", "from pkg.a import A\n\n\nclass K(A):\n    pass\n",
     ),
+    # callback flow (flow.py): a handler registered in another file stops being registered
+    "flow-handler-unregistered": (
+        {"pkg/__init__.py": "",
+         "pkg/reg.py": "class Registry:\n    def __init__(self):\n        self.hooks = []\n\n"
+                       "    def hook(self, fn):\n        self.hooks.append(fn)\n\n"
+                       "    def run(self):\n        for fn in self.hooks:\n            fn()\n\n\nregistry = Registry()\n",
+         "pkg/h.py": "from pkg.reg import registry\n\n\ndef job():\n    pass\n\n\ndef setup():\n    registry.hook(job)\n"},
+        "pkg/h.py", "from pkg.reg import registry\n\n\ndef job():\n    pass\n\n\ndef setup():\n    pass\n",
+    ),
+    "flow-store-moves-to-another-attribute": (
+        {"pkg/__init__.py": "",
+         "pkg/reg.py": "class Registry:\n    def __init__(self):\n        self.hooks = []\n\n"
+                       "    def hook(self, fn):\n        self.hooks.append(fn)\n\n"
+                       "    def run(self):\n        for fn in self.hooks:\n            fn()\n\n\nregistry = Registry()\n",
+         "pkg/h.py": "from pkg.reg import registry\n\n\ndef job():\n    pass\n\n\ndef setup():\n    registry.hook(job)\n"},
+        "pkg/reg.py", "class Registry:\n    def __init__(self):\n        self.hooks = []\n\n"
+                      "    def hook(self, fn):\n        self.others = [fn]\n\n"
+                      "    def run(self):\n        for fn in self.hooks:\n            fn()\n\n\nregistry = Registry()\n",
+    ),
     "star-all-narrowed": (
         {"pkg/__init__.py": "", "pkg/a.py": A_PY + "\n__all__ = ['A', 'B']\n", "pkg/s.py": "from pkg.a import *\n",
          "pkg/t.py": "from pkg.s import B\n\n\ndef go():\n    B().run()\n"},

@@ -1,0 +1,65 @@
+"""Callback flow: which functions a call of a parameter, local or stored attribute can run.
+
+bind.py resolves each file's flowfacts into constraints (a function flows into a variable, a
+variable into another, a variable is called at a site). This module propagates function values
+over the whole workspace and turns every call of a variable into CALLS edges to the functions that
+can reach it, with resolver `ast-flow`: `Flask.dispatch_request -> index` for a view registered
+with `@app.route`. The edges are what *may* run (every view registered anywhere reaches
+`view_functions`), so the resolver keeps them apart from the name-resolved ones.
+
+It is a pure function of all bindings' constraints, recomputed after every update: the incremental
+graph stays equal to a scratch build.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from ctx_lsp.model import RESOLVER_FLOW, Edge, EdgeKind
+
+FLOW_KEY = "flow"  # graph.extra_edges key
+
+
+def flow_edges(bindings: Iterable[tuple[str, list[tuple]]], existing: set[tuple[str, str]] | None = None,
+               overrides: Iterable[tuple[str, str]] = ()) -> list[Edge]:
+    """CALLS edges from every call of a variable to the functions that flow into it.
+
+    `bindings`: (path, constraints) per file. `existing`: (src, dst) pairs that already have a CALLS
+    edge (name-resolved edges win; no duplicate). `overrides`: (method, the base method it
+    overrides): an argument passed to the base method reaches the override's same-named parameter
+    (virtual dispatch: `self.add_url_rule(..., f)` in Scaffold runs App.add_url_rule)."""
+    succ: dict[tuple, set[tuple]] = defaultdict(set)
+    values: dict[tuple, set[str]] = defaultdict(set)
+    calls: list[tuple[str, tuple, str, int, int]] = []
+    for path, constraints in bindings:
+        for c in constraints:
+            if c[0] == "v":
+                succ[tuple(c[1])].add(tuple(c[2]))
+            elif c[0] == "f":
+                values[tuple(c[2])].add(c[1])
+            elif c[0] == "c":
+                calls.append((c[1], tuple(c[2]), path, c[3], c[4]))
+    by_def: dict[str, set[tuple]] = defaultdict(set)
+    for v in [*succ, *values, *(w for ws in succ.values() for w in ws), *(c[1] for c in calls)]:
+        if v[0] == "p":
+            by_def[v[1]].add(v)
+    for method, base in overrides:
+        for v in list(by_def.get(base, ())):
+            succ[v].add(("p", method, v[2]))
+    work = list(values)
+    while work:
+        v = work.pop()
+        for w in succ.get(v, ()):
+            before = len(values[w])
+            values[w] |= values[v]
+            if len(values[w]) != before:
+                work.append(w)
+    out: dict[tuple[str, str], Edge] = {}
+    for caller, var, path, line, col in sorted(calls):
+        for fn in sorted(values.get(var, ())):
+            key = (caller, fn)
+            if fn == caller or key in out or (existing is not None and key in existing):
+                continue
+            out[key] = Edge(caller, fn, EdgeKind.CALLS.value, path, line, col, RESOLVER_FLOW)
+    return sorted(out.values(), key=lambda e: (e.src, e.dst))

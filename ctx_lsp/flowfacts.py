@@ -1,0 +1,225 @@
+"""Where function values go: the syntactic half of the callback flow analysis (see flow.py).
+
+Frameworks call user code through values, not names: flask stores a view in
+`self.view_functions[endpoint] = view_func` and later runs
+`self.ensure_sync(self.view_functions[rule.endpoint])(**args)`. No call site names the view, so the
+static binder cannot link them. This pass records, per def scope, the syntactic steps a function
+value can take. bind.py resolves them to per-file constraints, and flow.py propagates them over the
+workspace.
+
+A flow is a tuple `(scope, kind, line, col, chain, name)`:
+- `params`: the def `scope`'s parameter names, in order (`chain`; `name` is "").
+- `store`: `self.<chain[0]>` (or an item of it, or a list appended to) receives `name`.
+- `load`: local `name` receives an item of `self.<chain[0]>` (subscript, `.get`, a `for` loop).
+- `arg`: the call of `chain` (a callee chain as in sites) gets `name` as argument `pos\\0name`
+  (`pos` is the index, or `=keyword`).
+- `decor`: the def `name` is passed to the decorator `chain` (a call-of-result chain for factories).
+- `callvar`: local or parameter `name` is called.
+- `callattr`: an item of `self.<chain[0]>` is called.
+- `callwrap`: `chain(x)(...)`: what the call of `chain` returns is called, with `x` as its first
+  argument (`name` is a local, or `@attr` for an item of `self.attr`).
+- `returns`: the def `scope` returns its parameter `name` (`ensure_sync(f)` returns f).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from collections.abc import Callable
+
+from ctx_lsp.extract import Chain, chain_of
+
+Flow = tuple[str, str, int, int, Chain, str]
+
+_APPENDERS = frozenset({"append", "add", "appendleft", "insert", "setdefault"})
+_ITEM_READERS = frozenset({"get", "values", "items", "pop", "copy"})
+_ITER_WRAPPERS = frozenset({"reversed", "list", "tuple", "iter", "sorted", "chain"})
+_BUILTINS = frozenset(dir(builtins))
+
+
+def _self_attr(node: ast.AST | None) -> str | None:
+    """`self.a`, `self.a[k]`, `self.a[k][j]`, `self.a.get(k)`, `self.a.setdefault(k, [])`, ... -> "a"."""
+    while node is not None:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            return node.attr
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in (_ITEM_READERS | {"setdefault"}):
+            node = node.func.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in _ITER_WRAPPERS and node.args:
+            node = node.args[0]
+        else:
+            return None
+    return None
+
+
+class _Walker:
+    def __init__(self, col: Callable[[int, int], int]) -> None:
+        self.col = col  # (line, utf-8 byte column) -> code-point column, as sites count them
+        self.out: list[Flow] = []
+        self.scope: list[str] = []
+        self.kinds: list[str] = []
+        self.names: list[set[str]] = []  # parameters and assigned names of each function scope
+        self.params: list[set[str]] = []  # parameters of each scope (empty for classes)
+        self._quals: dict[tuple[str, ...], str] = {}
+
+    def qual(self) -> str:
+        # one string per scope, shared by all its flows (Django has ~100k flows)
+        key = tuple(self.scope)
+        q = self._quals.get(key)
+        if q is None:
+            q = self._quals[key] = ".".join(self.scope)
+        return q
+
+    def add(self, kind: str, node: ast.AST, chain: Chain, name: str) -> None:
+        if not self.scope or self.kinds[-1] != "function":
+            return  # module and class bodies run at import time: nothing to flow into yet
+        line, col = self.position(node)
+        self.out.append((self.qual(), kind, line, col, chain, name))
+
+    def position(self, node: ast.AST) -> tuple[int, int]:
+        """Where extract's site for this call (or decorator) is: the callee's last name."""
+        target = node.func if isinstance(node, ast.Call) else node
+        while isinstance(target, ast.Call):
+            target = target.func
+        if isinstance(target, ast.Attribute) and target.end_lineno is not None:
+            line = target.end_lineno
+            return line, max(self.col(line, target.end_col_offset or 0) - len(target.attr), 0)
+        line = getattr(target, "lineno", 0)
+        return line, max(self.col(line, getattr(target, "col_offset", 0)), 0)
+
+    def may_hold_function(self, name: str) -> bool:
+        """Whether an argument name can carry a function value worth following: a parameter of an
+        enclosing function (callbacks are passed on through parameters), or a module-level name that
+        is not a class, a constant or a builtin. Other locals hold data far more often than
+        functions, and following them costs memory on large workspaces."""
+        if self.local(name):
+            return any(kind == "function" and name in params for kind, params in zip(self.kinds, self.params, strict=True))
+        return name not in _BUILTINS and not name[:1].isupper()
+
+    def local(self, name: str) -> bool:
+        """A parameter or assigned name of the innermost function or of one it is nested in."""
+        return any(kind == "function" and name in names for kind, names in zip(self.kinds, self.names, strict=True))
+
+    def run(self, tree: ast.Module) -> list[Flow]:
+        self.stmts(tree.body)
+        return self.out
+
+    def stmts(self, body: list[ast.stmt]) -> None:
+        for node in body:
+            self.stmt(node)
+
+    def stmt(self, node: ast.stmt) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.function(node)
+            return
+        if isinstance(node, ast.ClassDef):
+            self.scope.append(node.name)
+            self.kinds.append("class")
+            self.names.append(set())
+            self.params.append(set())
+            self.stmts(node.body)
+            self.params.pop()
+            self.names.pop()
+            self.kinds.pop()
+            self.scope.pop()
+            return
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and self.names:
+                    self.names[-1].add(target.id)
+            value = node.value
+            if isinstance(value, ast.Name):
+                for target in node.targets:
+                    attr = _self_attr(target)
+                    if attr is not None:
+                        self.add("store", node, (attr,), value.id)
+            attr = _self_attr(value)
+            if attr is not None:
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        self.add("load", node, (attr,), target.id)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            attr = _self_attr(node.iter)
+            if isinstance(node.target, ast.Name):
+                if self.names:
+                    self.names[-1].add(node.target.id)
+                if attr is not None:
+                    self.add("load", node, (attr,), node.target.id)
+        elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and self.local(node.value.id):
+            self.add("returns", node, (), node.value.id)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                self.stmt(child)
+            elif isinstance(child, ast.expr):
+                self.expr(child)
+
+    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        qual = ".".join(self.scope + [node.name])
+        for dec in node.decorator_list:
+            chain = chain_of(dec)
+            if chain is not None:
+                # evaluated where the def statement runs, module and class bodies included
+                if isinstance(dec, ast.Call):
+                    line, col = self.position(dec)
+                else:
+                    line = dec.end_lineno or dec.lineno
+                    col = max(self.col(line, dec.end_col_offset or 0) - len(chain[-1]), 0)
+                self.out.append((self.qual(), "decor", line, col, chain, qual))
+            self.expr(dec)
+        args = node.args
+        params = [a.arg for a in list(args.posonlyargs) + list(args.args) + list(args.kwonlyargs)]
+        self.scope.append(node.name)
+        self.kinds.append("function")
+        self.names.append(set(params))
+        self.params.append(set(params))
+        self.add("params", node, tuple(params), "")
+        self.stmts(node.body)
+        self.params.pop()
+        self.names.pop()
+        self.kinds.pop()
+        self.scope.pop()
+
+    def expr(self, node: ast.expr) -> None:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                self.call(sub)
+            elif isinstance(sub, ast.NamedExpr) and self.names:
+                self.names[-1].add(sub.target.id)
+
+    def call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Name) and self.local(func.id):
+            self.add("callvar", node, (), func.id)
+        elif isinstance(func, ast.Subscript) and _self_attr(func) is not None:
+            self.add("callattr", node, (_self_attr(func) or "",), "")
+        elif isinstance(func, ast.Call) and func.args:
+            inner = chain_of(func.func)
+            first = func.args[0]
+            if inner is not None:
+                if isinstance(first, ast.Name) and self.local(first.id):
+                    self.add("callwrap", node, inner, first.id)
+                elif _self_attr(first) is not None:
+                    self.add("callwrap", node, inner, "@" + (_self_attr(first) or ""))
+        if isinstance(func, ast.Attribute) and func.attr in _APPENDERS and node.args:
+            attr = _self_attr(func.value)
+            last = node.args[-1]
+            if attr is not None and isinstance(last, ast.Name):
+                self.add("store", node, (attr,), last.id)
+        chain = chain_of(func)
+        if chain is None or (chain[0] in _BUILTINS and not self.local(chain[0])):
+            return  # print(f), isinstance(f, X): a builtin never stores what it is given
+        for i, a in enumerate(node.args):
+            if isinstance(a, ast.Name) and self.may_hold_function(a.id):
+                self.add("arg", node, chain, f"{i}\0{a.id}")
+        for kw in node.keywords:
+            if kw.arg is not None and isinstance(kw.value, ast.Name) and self.may_hold_function(kw.value.id):
+                self.add("arg", node, chain, f"={kw.arg}\0{kw.value.id}")
+
+
+def flow_facts(tree: ast.Module, col: Callable[[int, int], int]) -> list[Flow]:
+    """The flows of one parsed module (see the module docstring). `col` converts (line, utf-8 byte
+    column) to the code-point column extract's sites use. Never raises on valid trees."""
+    return _Walker(col).run(tree)
