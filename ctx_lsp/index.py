@@ -24,12 +24,13 @@ from ctx_lsp.discovery import FileFilter, discover, read_source
 from ctx_lsp.extract import FileFacts, content_digest, decode_source, extract
 from ctx_lsp.flow import FLOW_KEY, flow_edges
 from ctx_lsp.graph import CodeGraph
-from ctx_lsp.model import EdgeKind, Node, NodeKind, symbol_id
+from ctx_lsp.model import Edge, EdgeKind, Node, NodeKind, symbol_id
 from ctx_lsp.store import (
     IndexStore,
     binding_from_wire,
     binding_to_wire,
     default_cache_dir,
+    edge_to_wire,
     facts_from_wire,
     facts_to_wire,
 )
@@ -96,7 +97,7 @@ def _bind_chunk(paths: list[str]) -> list[FileBinding]:
 
 
 def _decode_cache(cached: dict[str, Any]) -> tuple[dict[str, FileFacts], dict[str, FileBinding],
-                                                 dict[str, FileState], dict[str, Any]] | None:
+                                                 dict[str, FileState], dict[str, Any], list[Edge] | None] | None:
     """The cached facts, bindings and file states, or None when any entry is malformed.
 
     The store checks the header (schema, version, root); this checks the payload, so a cache that is
@@ -118,7 +119,8 @@ def _decode_cache(cached: dict[str, Any]) -> tuple[dict[str, FileFacts], dict[st
         extra = cached.get("extra") or {}
         if not isinstance(extra, dict):
             return None
-        return facts, binds, states, extra
+        flow = cached.get("flow")
+        return facts, binds, states, extra, [Edge(*e) for e in flow] if flow is not None else None
     except Exception:  # any shape error in the payload means: rebuild
         return None
 
@@ -178,11 +180,11 @@ class WorkspaceIndex:
                 log.warning("cache corrupt, rebuilding: %s", self.store.path)
             del cached
             if decoded is not None:
-                facts, binds, states, extra = decoded
+                facts, binds, states, extra, flow = decoded
                 stats = {rel: (st.size, st.mtime_ns) for rel, st in states.items()}
                 self.state.update(states)
                 self.extra_state = extra
-                self._install(facts, binds)
+                self._install(facts, binds, flow)
                 report.warm = True
                 todo = [rel for rel in found.files if rel not in found.stats or stats.get(rel) != found.stats[rel]]
             fresh = self._extract_many(todo, found.files, progress)
@@ -202,7 +204,8 @@ class WorkspaceIndex:
         self.last_update = time.time()
         return report
 
-    def _install(self, facts: dict[str, FileFacts], bindings: dict[str, FileBinding]) -> None:
+    def _install(self, facts: dict[str, FileFacts], bindings: dict[str, FileBinding],
+                 flow: list[Edge] | None = None) -> None:
         self.facts = dict(facts)
         self.bindings = {p: b for p, b in bindings.items() if p in facts}
         self.ws = Workspace(self.facts)
@@ -210,8 +213,18 @@ class WorkspaceIndex:
         self.graph.bulk_load({p: nodes_of(f) for p, f in self.facts.items()},
                              {p: b.edges for p, b in self.bindings.items()})
         self._flow_inputs.clear()
-        self._update_flow()
+        if flow is None:
+            self._update_flow()
+        else:  # saved with these very bindings; per-file inputs are read lazily on the first update
+            self.graph.set_edges(FLOW_KEY, flow, store=self.graph.extra_edges)
         self.graph.relink()
+
+    def _remember_flow_inputs(self, paths: Iterable[str]) -> None:
+        """Record what the flow pass reads of these paths' current bindings, before they change."""
+        for p in paths:
+            b = self.bindings.get(p)
+            if p not in self._flow_inputs and b is not None:
+                self._flow_inputs[p] = _flow_input(b)
 
     def _update_flow(self, changed: Iterable[str] | None = None) -> None:
         """Recompute the callback-flow CALLS edges (flow.py) from every binding's constraints.
@@ -231,6 +244,11 @@ class WorkspaceIndex:
                     inputs[p] = new
         if not dirty:
             return
+        for p, b in self.bindings.items():
+            if p not in inputs:
+                inputs[p] = _flow_input(b)
+        for p in [p for p in inputs if p not in self.bindings]:
+            del inputs[p]
         existing: set[tuple[str, str]] = set()
         overrides: list[tuple[str, str]] = []
         for _flows, calls, overs in inputs.values():
@@ -275,6 +293,7 @@ class WorkspaceIndex:
             return 0
         old_ws = self.ws
         old_iface = {p: interface_parts(self.facts[p]) for p in changed if p in self.facts}
+        self._remember_flow_inputs(p for p, f in changed.items() if f is None)
         added_or_removed = any((p in self.facts) != (f is not None) for p, f in changed.items())
         for p, f in changed.items():
             if f is None:
@@ -332,6 +351,7 @@ class WorkspaceIndex:
                 self.graph.set_file(p, nodes_of(f))
         order = sorted(rebind)
         results = self._bind_many(order, progress)
+        self._remember_flow_inputs(order)
         for b in results:
             self.bindings[b.path] = b
             self.graph.set_edges(b.path, b.edges)
@@ -492,7 +512,8 @@ class WorkspaceIndex:
             b = self.bindings.get(rel)
             files[rel] = [st.size, st.mtime_ns, st.digest, facts_to_wire(f), binding_to_wire(b) if b else None]
         try:
-            self.store.save(self.root, files, {"extra": self.extra_state})
+            flow = [edge_to_wire(e) for e in self.graph.extra_edges.get(FLOW_KEY, [])]
+            self.store.save(self.root, files, {"extra": self.extra_state, "flow": flow})
         except OSError as exc:
             log.warning("could not write the cache %s: %s", self.store.path, exc)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +87,7 @@ def binding_to_wire(b: FileBinding) -> list[Any]:
 
 
 def binding_from_wire(w: Any) -> FileBinding:
-    return FileBinding(w[0], [Edge(*e) for e in w[1]], {sys.intern(d) for d in w[2]}, w[3], w[4], list(w[5]), list(w[6]))
+    return FileBinding(w[0], [Edge(*e) for e in w[1]], set(w[2]), w[3], w[4], list(w[5]), list(w[6]))
 
 
 class IndexStore:
