@@ -82,6 +82,14 @@ def ws(tmp_path: Path) -> tuple[Path, Path]:
     return make_ws(tmp_path), tmp_path / "cache"
 
 
+def open_files(root: Path, files: dict[str, str], cache: Path) -> WorkspaceIndex:
+    """Write `files` under `root` and index them."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return open_index(root, cache)
+
+
 def open_index(root: Path, cache: Path) -> WorkspaceIndex:
     index = WorkspaceIndex(root, cache_dir=cache)
     index.load_or_build()
@@ -221,10 +229,7 @@ def test_alias_and_bundled_stub_of_the_workspace_package(tmp_path: Path) -> None
         "django/core/files/images.py": "from django.core.files.base import File\n\n\n"
                                        "def first(x):\n    y = {\"a\": File(x)}[\"a\"]\n    return y.open()\n",
     }
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    index = open_index(root, tmp_path / "cache")
+    index = open_files(root, files, tmp_path / "cache")
     refiner = Refiner(index, sample_per_file=50)
     status = refiner.run()
     assert status["contradicted"] == 0 and status["confirmed"] == status["sampled"] > 0
@@ -264,10 +269,7 @@ def test_a_decorator_factory_application_is_confirmed_not_contradicted(tmp_path:
         "pkg/deco.py": "def traced(fn):\n    def wrapper():\n        return fn()\n    return wrapper\n\n\n"
                        "@traced\ndef work():\n    return 1\n\n\ndef run():\n    return work()\n",
     }
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    index = open_index(root, tmp_path / "cache")
+    index = open_files(root, files, tmp_path / "cache")
     edges = {(e.src, e.dst) for e in index.graph.edges() if e.kind == "CALLS"}
     assert ("pkg/views.py::build", "pkg/app.py::App.route.decorator") in edges
     assert ("pkg/deco.py::run", "pkg/deco.py::traced.wrapper") in edges
