@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -504,16 +504,18 @@ class WorkspaceIndex:
 
     # -- persistence and status ------------------------------------------------------------
     def save(self) -> None:
-        files: dict[str, Any] = {}
-        for rel, f in self.facts.items():
-            st = self.state.get(rel)
-            if st is None or st.overlay:
-                continue  # an unsaved buffer is never persisted as if it were the disk
-            b = self.bindings.get(rel)
-            files[rel] = [st.size, st.mtime_ns, st.digest, facts_to_wire(f), binding_to_wire(b) if b else None]
+        # an unsaved buffer is never persisted as if it were the disk
+        rels = [rel for rel in self.facts if (st := self.state.get(rel)) is not None and not st.overlay]
+
+        def entries() -> Iterator[tuple[str, list[Any]]]:
+            for rel in rels:
+                st, b = self.state[rel], self.bindings.get(rel)
+                yield rel, [st.size, st.mtime_ns, st.digest, facts_to_wire(self.facts[rel]),
+                            binding_to_wire(b) if b else None]
+
         try:
             flow = [edge_to_wire(e) for e in self.graph.extra_edges.get(FLOW_KEY, [])]
-            self.store.save(self.root, files, {"extra": self.extra_state, "flow": flow})
+            self.store.save(self.root, entries(), len(rels), {"extra": self.extra_state, "flow": flow})
         except OSError as exc:
             log.warning("could not write the cache %s: %s", self.store.path, exc)
 

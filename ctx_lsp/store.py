@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,15 @@ def binding_from_wire(w: Any) -> FileBinding:
     return FileBinding(w[0], [Edge(*e) for e in w[1]], set(w[2]), w[3], w[4], list(w[5]), list(w[6]))
 
 
+def _bin_header(n: int) -> bytes:
+    """msgpack's bin 8/16/32 header for `n` bytes (the Packer writes whole objects only)."""
+    if n < 1 << 8:
+        return bytes((0xC4, n))
+    if n < 1 << 16:
+        return b"\xc5" + n.to_bytes(2, "big")
+    return b"\xc6" + n.to_bytes(4, "big")
+
+
 class IndexStore:
     """Reads and writes one workspace's cache file."""
 
@@ -123,12 +133,26 @@ class IndexStore:
             log.warning("cache corrupt, rebuilding (%s): %s", type(exc).__name__, self.path)
             return None
 
-    def save(self, root: Path, files: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
+    def save(self, root: Path, files: Iterable[tuple[str, Any]], count: int, extra: dict[str, Any] | None = None) -> None:
+        """Write the cache: `count` (path, entry) pairs, packed one at a time into the inner blob (a
+        large workspace's entries as Python lists all at once would double the process's peak memory),
+        then the header, written around the blob without copying it."""
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        data = {"schema": SCHEMA, "version": __version__, "code": CODE, "root": str(root.resolve()),
-                "files": msgpack.packb(files, use_bin_type=True)}
+        packer = msgpack.Packer(use_bin_type=True)
+        blob = bytearray(packer.pack_map_header(count))
+        for rel, entry in files:
+            blob += packer.pack(rel)
+            blob += packer.pack(entry)
+        header: dict[str, Any] = {"schema": SCHEMA, "version": __version__, "code": CODE, "root": str(root.resolve())}
         if extra:
-            data.update(extra)
+            header.update(extra)
         tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_bytes(msgpack.packb(data, use_bin_type=True))
+        with open(tmp, "wb") as fh:
+            fh.write(packer.pack_map_header(len(header) + 1))
+            for key, value in header.items():
+                fh.write(packer.pack(key))
+                fh.write(packer.pack(value))
+            fh.write(packer.pack("files"))
+            fh.write(_bin_header(len(blob)))
+            fh.write(blob)
         os.replace(tmp, self.path)
