@@ -120,7 +120,7 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
             visitor.run(tree)
         except RecursionError:
             facts.errors.append("expression nesting too deep; facts are partial")
-        from ctx_lsp.flowfacts import flow_facts
+        from ctx_lsp.flowfacts import flow_facts  # imports chain_of from here: not at module level
 
         try:
             facts.flows = flow_facts(tree, visitor.col)
