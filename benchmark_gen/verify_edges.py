@@ -438,14 +438,9 @@ class Judge:
             return self.verdict(e, AGREE, "", locs + hop, note="through an alias variable")
         if e.kind == EdgeKind.CALLS.value and import_pos is None and self.ws.calls_result_at(e.path, e.line, e.col):
             # `factory(a)(b)`: pyright names the factory; the callee is what the factory returns there
-            for loc in locs:
-                frel = self.ws.rel_of(loc)
-                if frel is None:
-                    continue
-                for rline, rcol in self.ws.returned_names(loc):
-                    ret = await self.definition(frel, rline, rcol)
-                    if self.matches(ret, e.dst):
-                        return self.verdict(e, AGREE, "", locs + ret, note="returned by the function called there")
+            ret = await self.returned(locs)
+            if self.matches(ret, e.dst):
+                return self.verdict(e, AGREE, "", locs + ret, note="returned by the function called there")
         if e.kind == EdgeKind.CALLS.value and import_pos is None:
             wrapper = await self.wrapper_of(locs, e.dst)
             if wrapper:

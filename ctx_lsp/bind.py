@@ -569,12 +569,22 @@ class Binder:
         its other branches return."""
         target = self.deref_variable(value, depth)
         if target is not None and target[0] == "sym":
-            path, _, qual = target[1].partition("::")
-            self.use(path, qual)
-            d = self.ws.info[path].defs.get(qual)
-            if d is not None and d.returns_def is not None and f"{qual}.{d.returns_def}" in self.ws.info[path].defs:
-                return ("sym", symbol_id(path, f"{qual}.{d.returns_def}"))
+            nested = self.returned_def(target[1])
+            if nested is not None:
+                return ("sym", nested)
         return self.apply_call(value, depth)
+
+    def returned_def(self, node_id: str) -> str | None:
+        """The nested def that the def `node_id` returns by name (`Def.returns_def`), if it exists."""
+        path, _, qual = node_id.partition("::")
+        info = self.ws.info.get(path)
+        if info is None:
+            return None
+        self.use(path, qual)
+        d = info.defs.get(qual)
+        if d is None or d.returns_def is None or f"{qual}.{d.returns_def}" not in info.defs:
+            return None
+        return symbol_id(path, f"{qual}.{d.returns_def}")
 
     # -- callback flow (flow.py propagates what this resolves) --------------------------------
     def bind_flows(self, info: ModuleInfo, called: dict[tuple[int, int, Chain], tuple[str, bool]]) -> list[tuple]:
@@ -693,14 +703,11 @@ class Binder:
             if value is None or value[0] != "sym":
                 continue
             dpath, _, dqual = value[1].partition("::")
-            self.use(dpath, dqual)
+            wrapper = self.returned_def(value[1])
             ddef = self.ws.info[dpath].defs.get(dqual)
-            if ddef is None or ddef.kind not in ("function", "method") or ddef.returns_def is None:
-                continue
-            wqual = f"{dqual}.{ddef.returns_def}"
-            wdef = self.ws.info[dpath].defs.get(wqual)
-            if wdef is not None and wdef.kind == "function":
-                out.append(symbol_id(dpath, wqual))
+            if wrapper is not None and ddef is not None and ddef.kind in ("function", "method") \
+                    and self.ws.info[dpath].defs[wrapper.partition("::")[2]].kind == "function":
+                out.append(wrapper)
         return out
 
     def class_mro(self, class_id: str, depth: int) -> list[Value]:

@@ -405,7 +405,7 @@ class Refiner:
             if e.dst in res.targets:
                 stats["confirmed"] += 1
                 continue
-            if any(_returned_def(self.index, t) == e.dst for t in res.targets) or self._wrapper_of(res, e.dst):
+            if any(Binder(self.index.ws).returned_def(t) == e.dst for t in res.targets) or self._wrapper_of(res, e.dst):
                 # `@app.route("/")`: jedi names the factory; the static edge is the def it returns. A
                 # decorated def: jedi names the def; the static edge is the wrapper that runs for it
                 stats["confirmed"] += 1
@@ -554,18 +554,6 @@ class Refiner:
             tops = {ws.canonical[p] for p in ws.canonical if p.endswith("__init__.py") and "." not in ws.canonical[p]}
             self._tops = (key, tops)
         return self._tops[1]
-
-
-def _returned_def(index: WorkspaceIndex, node_id: str) -> str | None:
-    """The nested def the function `node_id` returns by name (a decorator factory's decorator)."""
-    path, _, qual = node_id.partition("::")
-    facts = index.facts.get(path)
-    if facts is None:
-        return None
-    for d in facts.defs:
-        if d.qual == qual and d.returns_def is not None:
-            return symbol_id(path, f"{qual}.{d.returns_def}")
-    return None
 
 
 def _name_col(lines: list[str], line: int, col: int, chain: tuple[str, ...]) -> int:

@@ -376,6 +376,11 @@ def test_disk_changes_refresh_and_warm_start_equal_scratch_build(ops: list[tuple
 # Regressions the generator found, pinned as plain examples: (files, path to change, new text or None = delete)
 A_PY = ("class A:\n    def run(self): pass\n\n\nclass B:\n    def run(self): pass\n\n\n"
         "def helper():\n    return A()\n\n\ndef get():\n    return helper()\n")
+# a registry storing callbacks, and a module registering one (callback flow, flow.py)
+REG_PY = ("class Registry:\n    def __init__(self):\n        self.hooks = []\n\n"
+          "    def hook(self, fn):\n        self.hooks.append(fn)\n\n"
+          "    def run(self):\n        for fn in self.hooks:\n            fn()\n\n\nregistry = Registry()\n")
+H_PY = "from pkg.reg import registry\n\n\ndef job():\n    pass\n\n\ndef setup():\n    registry.hook(job)\n"
 REGRESSIONS = {
     # a parameter now shadows the module function the return type was computed from
     "parameter-shadows-return": (
@@ -446,22 +451,12 @@ REGRESSIONS = {
     ),
     # callback flow (flow.py): a handler registered in another file stops being registered
     "flow-handler-unregistered": (
-        {"pkg/__init__.py": "",
-         "pkg/reg.py": "class Registry:\n    def __init__(self):\n        self.hooks = []\n\n"
-                       "    def hook(self, fn):\n        self.hooks.append(fn)\n\n"
-                       "    def run(self):\n        for fn in self.hooks:\n            fn()\n\n\nregistry = Registry()\n",
-         "pkg/h.py": "from pkg.reg import registry\n\n\ndef job():\n    pass\n\n\ndef setup():\n    registry.hook(job)\n"},
-        "pkg/h.py", "from pkg.reg import registry\n\n\ndef job():\n    pass\n\n\ndef setup():\n    pass\n",
+        {"pkg/__init__.py": "", "pkg/reg.py": REG_PY, "pkg/h.py": H_PY},
+        "pkg/h.py", H_PY.replace("registry.hook(job)", "pass"),
     ),
     "flow-store-moves-to-another-attribute": (
-        {"pkg/__init__.py": "",
-         "pkg/reg.py": "class Registry:\n    def __init__(self):\n        self.hooks = []\n\n"
-                       "    def hook(self, fn):\n        self.hooks.append(fn)\n\n"
-                       "    def run(self):\n        for fn in self.hooks:\n            fn()\n\n\nregistry = Registry()\n",
-         "pkg/h.py": "from pkg.reg import registry\n\n\ndef job():\n    pass\n\n\ndef setup():\n    registry.hook(job)\n"},
-        "pkg/reg.py", "class Registry:\n    def __init__(self):\n        self.hooks = []\n\n"
-                      "    def hook(self, fn):\n        self.others = [fn]\n\n"
-                      "    def run(self):\n        for fn in self.hooks:\n            fn()\n\n\nregistry = Registry()\n",
+        {"pkg/__init__.py": "", "pkg/reg.py": REG_PY, "pkg/h.py": H_PY},
+        "pkg/reg.py", REG_PY.replace("self.hooks.append(fn)", "self.others = [fn]"),
     ),
     "star-all-narrowed": (
         {"pkg/__init__.py": "", "pkg/a.py": A_PY + "\n__all__ = ['A', 'B']\n", "pkg/s.py": "from pkg.a import *\n",
