@@ -188,9 +188,10 @@ class Workspace:
         return f is not None and any(s.line == line and s.col == col and s.kind == "call"
                                      and s.chain[-1].endswith("()") for s in f.sites)
 
-    def returned_names(self, loc: Loc) -> list[tuple[int, int]]:
+    def returned_names(self, loc: Loc, calls: bool = False) -> list[tuple[int, int]]:
         """Positions (1-based line, code-point column) of the names the function whose definition
-        `loc` points at returns (`return decorator`), outside its nested defs."""
+        `loc` points at returns (`return decorator`), outside its nested defs; with `calls`, of the
+        callees whose result it returns instead (`return option(*decls)`)."""
         rel = self.rel_of(loc)
         tree = self.tree(rel) if rel is not None else None
         if rel is None or tree is None:
@@ -203,11 +204,26 @@ class Workspace:
                     cur = stack.pop()
                     if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                         continue
-                    named = returned_name(cur.value) if isinstance(cur, ast.Return) else None
-                    if named is not None:
-                        out.append((named.lineno, self.cp(rel, named.lineno, named.col_offset)))
+                    if isinstance(cur, ast.Return):
+                        if not calls:
+                            named = returned_name(cur.value)
+                            if named is not None:
+                                out.append((named.lineno, self.cp(rel, named.lineno, named.col_offset)))
+                        elif isinstance(cur.value, ast.Call) and returned_name(cur.value) is None:
+                            pos = self.name_position(rel, cur.value.func)
+                            if pos is not None:
+                                out.append(pos)
                     stack.extend(ast.iter_child_nodes(cur))
         return sorted(out)
+
+    def name_position(self, rel: str, target: ast.AST) -> tuple[int, int] | None:
+        """(1-based line, code-point column) of the last name of a callee `f` or `a.f`."""
+        if isinstance(target, ast.Attribute) and target.end_lineno is not None:
+            line = target.end_lineno
+            return line, self.cp(rel, line, target.end_col_offset or 0) - len(target.attr)
+        if isinstance(target, ast.Name):
+            return target.lineno, self.cp(rel, target.lineno, target.col_offset)
+        return None
 
     def decorator_names(self, loc: Loc) -> list[tuple[int, int, bool]]:
         """(1-based line, code-point column of the decorator's name, whether it is called) for each
@@ -221,15 +237,9 @@ class Workspace:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno == loc.line + 1:
                 for dec in node.decorator_list:
                     called = isinstance(dec, ast.Call)
-                    target = dec.func if isinstance(dec, ast.Call) else dec
-                    if isinstance(target, ast.Attribute) and target.end_lineno is not None:
-                        line = target.end_lineno
-                        col = self.cp(rel, line, target.end_col_offset or 0) - len(target.attr)
-                    elif isinstance(target, ast.Name):
-                        line, col = target.lineno, self.cp(rel, target.lineno, target.col_offset)
-                    else:
-                        continue
-                    out.append((line, col, called))
+                    pos = self.name_position(rel, dec.func if isinstance(dec, ast.Call) else dec)
+                    if pos is not None:
+                        out.append((*pos, called))
         return out
 
     def site_at(self, rel: str, line: int, col: int) -> Site | None:
@@ -473,8 +483,9 @@ class Judge:
                                     locs)
         return self.verdict(e, DISAGREE, f"{e.kind} {shape} -> {self.relation(e.dst, locs)}", locs)
 
-    async def returned(self, locs: list[Loc]) -> list[Loc]:
-        """pyright's definitions of the names the functions at `locs` return (`return wrapper`)."""
+    async def returned(self, locs: list[Loc], depth: int = 0) -> list[Loc]:
+        """pyright's definitions of the names the functions at `locs` return (`return wrapper`), and
+        of what the functions they return a call of return (`return option(...)`, two levels)."""
         out: list[Loc] = []
         for loc in locs:
             rel = self.ws.rel_of(loc)
@@ -482,6 +493,9 @@ class Judge:
                 continue
             for rline, rcol in self.ws.returned_names(loc):
                 out.extend(await self.definition(rel, rline, rcol))
+            if depth < 2:
+                for rline, rcol in self.ws.returned_names(loc, calls=True):
+                    out.extend(await self.returned(await self.definition(rel, rline, rcol), depth + 1))
         return out
 
     async def wrapper_of(self, locs: list[Loc], dst: str) -> list[Loc]:
@@ -1071,8 +1085,10 @@ def flow_precision(ws: Workspace, pairs: set[tuple[str, str]]) -> dict[str, Any]
     flow = [e for es in ws.index.graph.extra_edges.values() for e in es if e.resolver == RESOLVER_FLOW]
     judged = [e for e in flow if e.src in ran]
     seen = sum(1 for e in judged if (e.src, e.dst) in pairs)
+    unseen: Counter[str] = Counter(e.src for e in judged if (e.src, e.dst) not in pairs)
     return {"edges": len(flow), "caller_ran": len(judged), "confirmed": seen,
-            "precision": seen / len(judged) if judged else None, "ci": list(wilson(seen, len(judged)))}
+            "precision": seen / len(judged) if judged else None, "ci": list(wilson(seen, len(judged))),
+            "unseen_by_caller": _top(unseen)}
 
 
 def _top(counter: Counter[str], k: int = 10) -> list[tuple[str, int]]:
@@ -1284,6 +1300,9 @@ def render_markdown(res: dict[str, Any]) -> str:
                         f"{fp['edges']}; {fp['caller_ran']} have a caller that ran, and the trace saw "
                         f"{fp['confirmed']} of those calls: precision {_pct(fp['precision'])} {_ci(fp['ci'])} "
                         "(a lower bound: a registered callback the tests never dispatched counts against it)."]
+            if fp.get("unseen_by_caller"):
+                out += ["", "Callers with the most unseen `ast-flow` edges: " + "; ".join(
+                    f"`{caller}` ({n})" for caller, n in fp["unseen_by_caller"]) + "."]
         out += ["", "Missed calls by pattern:", ""]
         for i, p in enumerate(dyn["patterns"], 1):
             ex = p["example"]

@@ -90,6 +90,7 @@ class ModuleInfo:
     classes: frozenset[str]  # top-level class names (see dep_key)
     params: dict[str, tuple[str, ...]]  # def qual -> parameter names in order (flowfacts "params")
     returns_param: dict[str, str]  # def qual -> a parameter it returns (flowfacts "returns")
+    returns_local: frozenset[str]  # defs that return a local, a parameter or a nested def by name
 
 
 @dataclass(slots=True)
@@ -163,13 +164,16 @@ def build_module_info(facts: FileFacts, module: str) -> ModuleInfo:
     classes = frozenset(q for q in top if defs[q].kind == "class")
     params: dict[str, tuple[str, ...]] = {}
     returns_param: dict[str, str] = {}
+    returns_local: set[str] = set()
     for fl in facts.flows:
         if fl[1] == "params":
             params.setdefault(fl[0], tuple(fl[4]))
-        elif fl[1] == "returns" and fl[5] in params.get(fl[0], ()):
-            returns_param.setdefault(fl[0], fl[5])
+        elif fl[1] == "returns":
+            returns_local.add(fl[0])
+            if fl[5] in params.get(fl[0], ()):
+                returns_param.setdefault(fl[0], fl[5])
     return ModuleInfo(facts, module, package, defs, top, imports, bound, stars, members, classes, params,
-                      returns_param)
+                      returns_param, frozenset(returns_local))
 
 
 def _import_wins(info: ModuleInfo, name: str) -> bool:
@@ -224,7 +228,7 @@ def interface_parts(facts: FileFacts) -> dict[str, tuple]:
     parts: dict[str, list] = {}
     for d in facts.defs:
         parts.setdefault(dep_key(classes, d.qual), []).append(
-            (d.qual, d.kind, tuple(d.bases), d.returns, d.returns_def, d.value, tuple(d.decorators),
+            (d.qual, d.kind, tuple(d.bases), d.returns, d.returns_def, d.returns_call, d.call_returns, d.value, tuple(d.decorators),
              tuple(sorted(d.locals.items(), key=lambda kv: kv[0])) if d.qual in scopes else ()))
         for name, attr in sorted(d.attrs.items()):
             parts.setdefault(dep_key(classes, f"{d.qual}.{name}"), []).append(("attr", d.qual, name, attr))
@@ -574,17 +578,25 @@ class Binder:
                 return ("sym", nested)
         return self.apply_call(value, depth)
 
-    def returned_def(self, node_id: str) -> str | None:
-        """The nested def that the def `node_id` returns by name (`Def.returns_def`), if it exists."""
+    def returned_def(self, node_id: str, depth: int = 0) -> str | None:
+        """The nested def that the def `node_id` returns by name (`Def.returns_def`), or that the
+        function it returns a call of returns (`return option(*decls)` hands out option's decorator)."""
         path, _, qual = node_id.partition("::")
         info = self.ws.info.get(path)
-        if info is None:
+        if info is None or depth > _MAX_DEPTH:
             return None
         self.use(path, qual)
         d = info.defs.get(qual)
-        if d is None or d.returns_def is None or f"{qual}.{d.returns_def}" not in info.defs:
+        if d is None:
             return None
-        return symbol_id(path, f"{qual}.{d.returns_def}")
+        if d.returns_def is not None and f"{qual}.{d.returns_def}" in info.defs:
+            return symbol_id(path, f"{qual}.{d.returns_def}")
+        if d.returns_call is None or d.kind == "class":
+            return None
+        target = self.deref_variable(self.eval_chain(info, qual, d.returns_call, depth + 1), depth + 1)
+        if target is None or target[0] != "sym" or target[1] == node_id:
+            return None
+        return self.returned_def(target[1], depth + 1)
 
     # -- callback flow (flow.py propagates what this resolves) --------------------------------
     def bind_flows(self, info: ModuleInfo, called: dict[tuple[int, int, Chain], tuple[str, bool]]) -> list[tuple]:
@@ -598,6 +610,9 @@ class Binder:
             cur = scope
             while cur:
                 d = info.defs.get(cur)
+                nested = info.defs.get(f"{cur}.{name}")
+                if d is not None and d.kind != "class" and nested is not None and nested.kind == "function":
+                    return ("fn", symbol_id(path, nested.qual))  # `return view`: the closure itself
                 if d is not None and d.kind != "class" and (name in info.params.get(cur, ()) or name in d.locals):
                     return ("p", symbol_id(path, cur), name)
                 cur = cur.rpartition(".")[0]
@@ -642,8 +657,32 @@ class Binder:
                 return
             out.add(("f", src[1], dst) if src[0] == "fn" else ("v", src, dst))
 
+        def value_of(scope: str, name: str) -> list[tuple | None]:
+            """An argument's variables: a local or name, or `@attr`, the attribute on every class of self."""
+            return list(attrs(scope, name[1:])) if name.startswith("@") else [var(scope, name)]
+
+        def returned(callee: str) -> tuple | None:
+            """The return variable of a function that returns a local or nested def by name."""
+            cpath, _, cqual = callee.partition("::")
+            cinfo = self.ws.info.get(cpath)
+            if cinfo is None:
+                return None
+            self.use(cpath, cqual)
+            if cqual not in cinfo.returns_local or cqual in cinfo.returns_param:
+                return None  # an identity (`ensure_sync(f)`) would merge every caller's argument
+            return ("r", callee)
+
         for scope, kind, line, col, chain, name in info.facts.flows:
-            if kind == "store":
+            if kind == "returns":
+                if info.returns_param.get(scope) != name:
+                    flow_into(var(scope, name), ("r", symbol_id(path, scope)))
+            elif kind == "alias":
+                flow_into(var(scope, chain[0]), var(scope, name))
+            elif kind == "result":
+                hit = called.get((line, col, chain))
+                if hit is not None:
+                    flow_into(returned(hit[0]), var(scope, name))
+            elif kind == "store":
                 stored = var(scope, name)
                 for owner in attrs(scope, chain[0])[:1]:  # the class whose method stores it
                     flow_into(stored, owner)
@@ -655,17 +694,19 @@ class Binder:
                 hit = called.get((line, col, chain))
                 pos, _, arg = name.partition("\0")
                 if hit is not None:
-                    flow_into(var(scope, arg), param(hit[0], hit[1], pos))
+                    target = param(hit[0], hit[1], pos)
+                    for src in value_of(scope, arg):
+                        flow_into(src, target)
             elif kind == "decor":
                 hit = called.get((line, col, chain))
                 if hit is not None:
                     flow_into(("fn", symbol_id(path, name)), param(hit[0], hit[1], "0"))
-            elif kind in ("callvar", "callattr", "callwrap"):
+            elif kind in ("callvar", "callattr", "callself", "callwrap"):
                 caller = symbol_id(path, scope)
                 targets: list[tuple | None]
                 if kind == "callvar":
                     targets = [var(scope, name)]
-                elif kind == "callattr":
+                elif kind in ("callattr", "callself"):
                     targets = list(attrs(scope, chain[0]))
                 else:
                     hit = called.get((line, col, chain))
@@ -676,7 +717,7 @@ class Binder:
                     winfo = self.ws.info.get(wpath)
                     if p is None or winfo is None or winfo.returns_param.get(wqual) != p[2]:
                         continue  # not a function that hands its argument back (ensure_sync(f) -> f)
-                    targets = list(attrs(scope, name[1:])) if name.startswith("@") else [var(scope, name)]
+                    targets = value_of(scope, name)
                 for t in targets:
                     if t is not None and t[0] != "fn":
                         out.add(("c", caller, t, line, col))
@@ -705,8 +746,10 @@ class Binder:
             dpath, _, dqual = value[1].partition("::")
             wrapper = self.returned_def(value[1])
             ddef = self.ws.info[dpath].defs.get(dqual)
-            if wrapper is not None and ddef is not None and ddef.kind in ("function", "method") \
-                    and self.ws.info[dpath].defs[wrapper.partition("::")[2]].kind == "function":
+            if wrapper is None or ddef is None or ddef.kind not in ("function", "method"):
+                continue
+            wpath, _, wqual = wrapper.partition("::")
+            if self.ws.info[wpath].defs[wqual].kind == "function":
                 out.append(wrapper)
         return out
 
@@ -846,7 +889,43 @@ class Binder:
             d = self.ws.info[path].defs.get(qual)
             if d is not None and d.kind == "class":
                 return self.member(ident, name, depth + 1, raw=raw)
+            if d is not None and d.decorators:
+                decorated = self.decorated(ident, depth + 1)
+                if decorated is not None:
+                    return self.member(decorated[1], name, depth + 1, raw=raw)
         return None
+
+    def decorated(self, def_id: str, depth: int) -> Value:
+        """The project instance a decorated def's name holds, when its outermost decorator says so:
+        `@click.group()` makes `cli` a Group (group's `-> Callable[..., Group]`, or the annotation of
+        the decorator the factory returns), `@d` with `def d(f) -> Command` a Command. None otherwise:
+        the name then stays the def (most decorators return a wrapper of the same function)."""
+        path, _, qual = def_id.partition("::")
+        info = self.ws.info[path]
+        dec = info.defs[qual].decorators[0]
+        scope = qual.rpartition(".")[0]
+        value: Value
+        if dec[-1].endswith("()"):
+            factory = self.deref_variable(self.eval_chain(info, scope, dec[:-1] + (dec[-1][:-2],), depth + 1), depth + 1)
+            if factory is None or factory[0] != "sym":
+                return None
+            fpath, _, fqual = factory[1].partition("::")
+            fdef = self.ws.info[fpath].defs.get(fqual)
+            if fdef is None or fdef.kind == "class":
+                return None
+            if fdef.call_returns is not None:
+                value = self.eval_chain(self.ws.info[fpath], fqual, fdef.call_returns, depth + 1)
+            else:
+                inner = self.returned_def(factory[1])
+                value = self.apply_call(("sym", inner), depth + 1) if inner is not None else None
+        else:
+            target = self.deref_variable(self.eval_chain(info, scope, dec, depth + 1), depth + 1)
+            if target is None or target[0] != "sym":
+                return None
+            tpath, _, tqual = target[1].partition("::")
+            tdef = self.ws.info[tpath].defs.get(tqual)
+            value = self.apply_call(target, depth + 1) if tdef is not None and tdef.kind != "class" else None
+        return value if value is not None and value[0] == "inst" else None
 
     # -- one file ---------------------------------------------------------------------------
     def bind_file(self, path: str) -> FileBinding:

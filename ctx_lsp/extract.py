@@ -49,6 +49,8 @@ class Def:
     locals: dict[str, Chain | None] = field(default_factory=dict)  # function: local -> type chain or None
     words: str = ""  # identifiers and short string literals, for lexical search
     returns_def: str | None = None  # a nested def some `return` hands out by name (a decorator factory's)
+    returns_call: Chain | None = None  # the callee of a `return g(...)`: this def returns what g returns
+    call_returns: Chain | None = None  # R of a `-> Callable[..., R]` annotation: what its result returns
 
 
 @dataclass(slots=True)
@@ -346,6 +348,28 @@ def type_chain(node: ast.AST | None) -> Chain | None:
     return chain[:-1] + (chain[-1] + "()",)
 
 
+def callable_result(node: ast.AST | None) -> Chain | None:
+    """R of a `Callable[[...], R]` return annotation (or of the Callable member of a union such as
+    click's `Group | Callable[[F], Group | GrpType]`): what a decorator factory's decorator returns.
+    A union R takes its first member."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return callable_result(node.left) or callable_result(node.right)
+    if not isinstance(node, ast.Subscript):
+        return None
+    head = chain_of(node.value)
+    if not head or head[-1] != "Callable" or not isinstance(node.slice, ast.Tuple) or len(node.slice.elts) != 2:
+        return None
+    result = node.slice.elts[1]
+    while isinstance(result, ast.BinOp) and isinstance(result.op, ast.BitOr):
+        result = result.left
+    return type_chain(result)
+
+
 # The type chain of a value built into the language (a literal, a display, a comprehension): its
 # methods are never the project's, so the binder resolves it to "outside the workspace".
 EXT_CHAIN: Chain = ("<ext>()",)
@@ -372,7 +396,38 @@ def _value_chain(node: ast.AST | None) -> Chain | None:
         return EXT_CHAIN
     if isinstance(node, ast.Constant):
         return EXT_CHAIN if node.value is not None and node.value is not ... else None
+    if _is_cast(node):
+        return _value_chain(node.args[1])  # type: ignore[attr-defined]
     return chain_of(node)
+
+
+def _is_cast(node: ast.AST) -> bool:
+    """`cast(T, x)` / `typing.cast(T, x)` / `t.cast(T, x)`: x at run time."""
+    if not isinstance(node, ast.Call) or len(node.args) != 2:
+        return False
+    head = chain_of(node.func)
+    return head is not None and head[-1] == "cast"
+
+
+def _typevar_bound(node: ast.AST | None) -> Chain | None:
+    """`TypeVar("T", bound=X)` -> X's chain (the class), so `type[T]` and `x: T` mean X. A TypeVar
+    without a bound (or with constraints) stays unknown."""
+    if not isinstance(node, ast.Call):
+        return None
+    head = chain_of(node.func)
+    if head is None or head[-1] != "TypeVar":
+        return None
+    for kw in node.keywords:
+        if kw.arg == "bound":
+            bound = kw.value
+            if isinstance(bound, ast.Constant) and isinstance(bound.value, str):
+                try:
+                    bound = ast.parse(bound.value, mode="eval").body
+                except SyntaxError:
+                    return None
+            chain = chain_of(bound)
+            return chain if chain is not None and not chain[-1].endswith("()") else None
+    return None
 
 
 class _Visitor:
@@ -385,6 +440,7 @@ class _Visitor:
         self.scope_kind: list[str] = []  # "class" | "function"
         self.defs_by_qual: dict[str, Def] = {}
         self.local_names: list[set[str]] = []  # per enclosing function: names bound locally
+        self.fill_params: list[set[str]] = []  # per enclosing function: None-default params not yet assigned
         self.words: list[list[str]] = [[]]
         self.guard: list[str] = []
         self.declared_global: set[str] = set()
@@ -476,7 +532,7 @@ class _Visitor:
             self.body(node.finalbody)  # type: ignore[attr-defined]
         elif isinstance(node, ast.Assign):
             self.expr(node.value)
-            value = _value_chain(node.value)
+            value = _typevar_bound(node.value) or _value_chain(node.value)
             for target in node.targets:
                 self.assign_target(target, value, node)
                 self.expr_store(target)
@@ -562,7 +618,12 @@ class _Visitor:
             name = target.id
             if kind == "function":
                 d = self.defs_by_qual[self.qual()]
-                if name not in d.locals or annotated:
+                if self.fill_params and name in self.fill_params[-1]:
+                    # `if cls is None: cls = Command`: the default callers get (the annotation, often
+                    # `type[T] | None`, rarely names it); a later different assignment makes it unknown
+                    self.fill_params[-1].discard(name)
+                    d.locals[name] = value
+                elif name not in d.locals or annotated:
                     d.locals[name] = value
                 elif d.locals[name] != value:
                     d.locals[name] = None  # rebound to something else: unknown
@@ -603,6 +664,10 @@ class _Visitor:
         named = returned_name(value)
         if d.returns_def is None and named is not None and f"{d.qual}.{named.id}" in self.defs_by_qual:
             d.returns_def = named.id
+        if d.returns_call is None and isinstance(value, ast.Call) and not _is_cast(value):
+            callee = chain_of(value.func)  # `return option(*decls)`: option's decorator
+            if callee is not None and not callee[-1].endswith("()"):
+                d.returns_call = callee
         if d.returns is not None:
             return
         chain = _value_chain(value)
@@ -679,8 +744,16 @@ class _Visitor:
             col=self.col(node.lineno, node.col_offset) + (6 if isinstance(node, ast.AsyncFunctionDef) else 0) + 4,
             signature=_signature(self.lines, node.lineno, header_end),
             doc=_first_doc_line(node), decorators=decorators, returns=type_chain(node.returns),
+            call_returns=callable_result(node.returns),
         )
-        if qual in self.defs_by_qual:
+        old = self.defs_by_qual.get(qual)
+        if old is not None and old.kind == kind and any(c[-1] == "overload" for c in old.decorators) \
+                and not any(c[-1] == "overload" for c in decorators):
+            # the implementation after `@overload` stubs is what runs (and what a trace sees)
+            self.facts.defs[self.facts.defs.index(old)] = d
+            self.defs_by_qual[qual] = d
+            shadow = False
+        elif old is not None:
             # redefinition (e.g. under if/else): keep the first node, still visit the body for sites
             d = Def(qual=qual, kind=kind, start=start, end=end, line=node.lineno, col=d.col)
             shadow = True
@@ -703,6 +776,12 @@ class _Visitor:
         self.scope.append(qual)
         self.scope_kind.append("function")
         self.local_names.append(set())
+        positional = list(args.posonlyargs) + list(args.args)
+        self.fill_params.append(
+            {a.arg for a, dflt in zip(positional[len(positional) - len(args.defaults):], args.defaults, strict=True)
+             if isinstance(dflt, ast.Constant) and dflt.value is None}
+            | {a.arg for a, dflt in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+               if isinstance(dflt, ast.Constant) and dflt.value is None})
         saved_global = self.declared_global
         self.declared_global = set()
         self.words.append([node.name])
@@ -725,6 +804,7 @@ class _Visitor:
         if not shadow:
             d.words = " ".join(words)
         self.declared_global = saved_global
+        self.fill_params.pop()
         self.local_names.pop()
         self.scope_kind.pop()
         self.scope.pop()

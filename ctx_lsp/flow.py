@@ -28,7 +28,8 @@ def flow_edges(bindings: Iterable[tuple[str, list[tuple]]], existing: set[tuple[
     `bindings`: (path, constraints) per file. `existing`: (src, dst) pairs that already have a CALLS
     edge (name-resolved edges win; no duplicate). `overrides`: (method, the base method it
     overrides): an argument passed to the base method reaches the override's same-named parameter
-    (virtual dispatch: `self.add_url_rule(..., f)` in Scaffold runs App.add_url_rule)."""
+    (virtual dispatch: `self.add_url_rule(..., f)` in Scaffold runs App.add_url_rule), and what the
+    override returns reaches the callers of the base method."""
     succ: dict[tuple, set[tuple]] = defaultdict(set)
     values: dict[tuple, set[str]] = defaultdict(set)
     calls: list[tuple[str, tuple, str, int, int]] = []
@@ -42,11 +43,14 @@ def flow_edges(bindings: Iterable[tuple[str, list[tuple]]], existing: set[tuple[
                 calls.append((c[1], tuple(c[2]), path, c[3], c[4]))
     by_def: dict[str, set[tuple]] = defaultdict(set)
     for v in [*succ, *values, *(w for ws in succ.values() for w in ws), *(c[1] for c in calls)]:
-        if v[0] == "p":
+        if v[0] in ("p", "r"):
             by_def[v[1]].add(v)
     for method, base in overrides:
         for v in list(by_def.get(base, ())):
-            succ[v].add(("p", method, v[2]))
+            if v[0] == "p":
+                succ[v].add(("p", method, v[2]))
+            else:  # a call resolved to the base gets what the override returns
+                succ[("r", method)].add(v)
     work = list(values)
     while work:
         v = work.pop()

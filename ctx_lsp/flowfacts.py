@@ -18,7 +18,14 @@ A flow is a tuple `(scope, kind, line, col, chain, name)`:
 - `callattr`: an item of `self.<chain[0]>` is called.
 - `callwrap`: `chain(x)(...)`: what the call of `chain` returns is called, with `x` as its first
   argument (`name` is a local, or `@attr` for an item of `self.attr`).
-- `returns`: the def `scope` returns its parameter `name` (`ensure_sync(f)` returns f).
+- `returns`: the def `scope` returns its local or parameter `name` (`ensure_sync(f)` returns f).
+- `alias`: local `name` receives local `chain[0]` or an item of it (`handler = handler_map.get(cls)`).
+- `result`: local `name` receives what the call of `chain` returns (`handler = self._find(e)`).
+- `callself`: `self.<chain[0]>(...)` calls an instance attribute that some method of the class
+  assigns from a name (`self.callback = callback`), not a method.
+
+An argument or a called name is followed when it can hold a function: a parameter, a local that
+received a call's result, a stored item or another such local, or a module-level name.
 """
 
 from __future__ import annotations
@@ -39,9 +46,35 @@ _BUILTINS = frozenset(dir(builtins))
 
 def _self_attr(node: ast.AST | None) -> str | None:
     """`self.a`, `self.a[k]`, `self.a[k][j]`, `self.a.get(k)`, `self.a.setdefault(k, [])`, ... -> "a"."""
+    base = _item_base(node)
+    if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == "self":
+        return base.attr
+    return None
+
+
+def _local_item(node: ast.AST | None) -> str | None:
+    """`x[k]`, `x.get(k)`, `x.values()`, `reversed(x)`, ... (not `x` itself) -> "x"."""
+    base = _item_base(node)
+    return base.id if isinstance(base, ast.Name) and base is not node else None
+
+
+def _stored_attrs(cls: ast.ClassDef) -> set[str]:
+    """Instance attributes the class's methods assign from a plain name: `self.callback = callback`."""
+    out: set[str] = set()
+    for sub in ast.walk(cls):
+        if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Name):
+            for t in sub.targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    out.add(t.attr)
+    return out
+
+
+def _item_base(node: ast.AST | None) -> ast.AST | None:
+    """The container an item expression reads from: strips subscripts, item readers and iteration
+    wrappers down to the first node that is none of them."""
     while node is not None:
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-            return node.attr
+            return node
         if isinstance(node, ast.Subscript):
             node = node.value
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
@@ -51,7 +84,7 @@ def _self_attr(node: ast.AST | None) -> str | None:
                 node.func.id in _ITER_WRAPPERS and node.args:
             node = node.args[0]
         else:
-            return None
+            return node
     return None
 
 
@@ -63,6 +96,8 @@ class _Walker:
         self.kinds: list[str] = []
         self.names: list[set[str]] = []  # parameters and assigned names of each function scope
         self.params: list[set[str]] = []  # parameters of each scope (empty for classes)
+        self.fed: list[set[str]] = []  # locals of each scope that received a call's result or an item
+        self.stored: list[set[str]] = []  # per enclosing class: `_stored_attrs`
         self._quals: dict[tuple[str, ...], str] = {}
 
     def qual(self) -> str:
@@ -96,8 +131,13 @@ class _Walker:
         is not a class, a constant or a builtin. Other locals hold data far more often than
         functions, and following them costs memory on large workspaces."""
         if self.local(name):
-            return any(kind == "function" and name in params for kind, params in zip(self.kinds, self.params, strict=True))
+            return any(kind == "function" and (name in params or name in fed)
+                       for kind, params, fed in zip(self.kinds, self.params, self.fed, strict=True))
         return name not in _BUILTINS and not name[:1].isupper()
+
+    def feed(self, name: str) -> None:
+        if self.fed:
+            self.fed[-1].add(name)
 
     def local(self, name: str) -> bool:
         """A parameter or assigned name of the innermost function or of one it is nested in."""
@@ -113,6 +153,9 @@ class _Walker:
 
     def stmt(self, node: ast.stmt) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if self.kinds and self.kinds[-1] == "function":
+                self.names[-1].add(node.name)  # a closure: `return view` hands it out
+                self.fed[-1].add(node.name)  # and it is a function value worth following
             self.function(node)
             return
         if isinstance(node, ast.ClassDef):
@@ -120,7 +163,11 @@ class _Walker:
             self.kinds.append("class")
             self.names.append(set())
             self.params.append(set())
+            self.fed.append(set())
+            self.stored.append(_stored_attrs(node))
             self.stmts(node.body)
+            self.stored.pop()
+            self.fed.pop()
             self.params.pop()
             self.names.pop()
             self.kinds.pop()
@@ -136,18 +183,14 @@ class _Walker:
                     attr = _self_attr(target)
                     if attr is not None:
                         self.add("store", node, (attr,), value.id)
-            attr = _self_attr(value)
-            if attr is not None:
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        self.add("load", node, (attr,), target.id)
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.assigned(node, target.id, value)
         elif isinstance(node, (ast.For, ast.AsyncFor)):
-            attr = _self_attr(node.iter)
             if isinstance(node.target, ast.Name):
                 if self.names:
                     self.names[-1].add(node.target.id)
-                if attr is not None:
-                    self.add("load", node, (attr,), node.target.id)
+                self.assigned(node, node.target.id, node.iter, iterated=True)
         elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and self.local(node.value.id):
             self.add("returns", node, (), node.value.id)
         for child in ast.iter_child_nodes(node):
@@ -155,6 +198,26 @@ class _Walker:
                 self.stmt(child)
             elif isinstance(child, ast.expr):
                 self.expr(child)
+
+    def assigned(self, node: ast.stmt, name: str, value: ast.expr, iterated: bool = False) -> None:
+        """Local `name` receives `value` (or, `iterated`, its items)."""
+        attr = _self_attr(value)
+        if attr is not None:
+            self.add("load", node, (attr,), name)
+            self.feed(name)
+            return
+        base = value.id if isinstance(value, ast.Name) else _local_item(value)
+        if base is not None and self.local(base) and self.may_hold_function(base):
+            self.add("alias", node, (base,), name)
+            self.feed(name)
+            return
+        if isinstance(value, ast.Await):
+            value = value.value
+        if isinstance(value, ast.Call) and not iterated:
+            chain = chain_of(value.func)
+            if chain is not None and not (chain[0] in _BUILTINS and not self.local(chain[0])):
+                self.add("result", value, chain, name)
+                self.feed(name)
 
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         qual = ".".join(self.scope + [node.name])
@@ -175,8 +238,10 @@ class _Walker:
         self.kinds.append("function")
         self.names.append(set(params))
         self.params.append(set(params))
+        self.fed.append(set())
         self.add("params", node, tuple(params), "")
         self.stmts(node.body)
+        self.fed.pop()
         self.params.pop()
         self.names.pop()
         self.kinds.pop()
@@ -195,6 +260,9 @@ class _Walker:
             self.add("callvar", node, (), func.id)
         elif isinstance(func, ast.Subscript) and _self_attr(func) is not None:
             self.add("callattr", node, (_self_attr(func) or "",), "")
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+                and self.stored and func.attr in self.stored[-1]:
+            self.add("callself", node, (func.attr,), "")
         elif isinstance(func, ast.Call) and func.args:
             inner = chain_of(func.func)
             first = func.args[0]
@@ -212,11 +280,23 @@ class _Walker:
         if chain is None or (chain[0] in _BUILTINS and not self.local(chain[0])):
             return  # print(f), isinstance(f, X): a builtin never stores what it is given
         for i, a in enumerate(node.args):
-            if isinstance(a, ast.Name) and self.may_hold_function(a.id):
-                self.add("arg", node, chain, f"{i}\0{a.id}")
+            name = self.argument(a)
+            if name is not None:
+                self.add("arg", node, chain, f"{i}\0{name}")
         for kw in node.keywords:
-            if kw.arg is not None and isinstance(kw.value, ast.Name) and self.may_hold_function(kw.value.id):
-                self.add("arg", node, chain, f"={kw.arg}\0{kw.value.id}")
+            name = self.argument(kw.value) if kw.arg is not None else None
+            if name is not None:
+                self.add("arg", node, chain, f"={kw.arg}\0{name}")
+
+    def argument(self, value: ast.expr) -> str | None:
+        """How an argument that can carry a function is named in an `arg` flow: the variable, or
+        `@attr` for an instance attribute the class stores a name in (`ctx.invoke(self.callback)`)."""
+        if isinstance(value, ast.Name):
+            return value.id if self.may_hold_function(value.id) else None
+        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self" \
+                and self.stored and value.attr in self.stored[-1]:
+            return "@" + value.attr
+        return None
 
 
 def flow_facts(tree: ast.Module, col: Callable[[int, int], int]) -> list[Flow]:

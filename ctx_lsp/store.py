@@ -52,7 +52,9 @@ def facts_to_wire(f: FileFacts) -> list[Any]:
         [[d.qual, d.kind, d.start, d.end, d.line, d.col, d.signature, d.doc, [list(b) for b in d.bases],
           [list(c) for c in d.decorators], d.returns, d.value,
           {k: [v[0], list(v[1])] for k, v in d.attrs.items()},
-          {k: (list(v) if v is not None else None) for k, v in d.locals.items()}, d.words, d.returns_def]
+          {k: (list(v) if v is not None else None) for k, v in d.locals.items()}, d.words, d.returns_def,
+          list(d.returns_call) if d.returns_call is not None else None,
+          list(d.call_returns) if d.call_returns is not None else None]
          for d in f.defs],
         [[i.scope, i.line, i.col, i.module, i.name, i.asname, i.level, i.guarded] for i in f.imports],
         [[s.scope, s.line, s.col, list(s.chain), s.kind] for s in f.sites],
@@ -66,7 +68,7 @@ def facts_from_wire(w: Any) -> FileFacts:
     a tuple, the shape chains, sites, imports and attrs hold, so records are built without copying."""
     f = FileFacts(w[0], w[1], w[2])
     f.defs = [Def(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], list(d[8]), list(d[9]), d[10], d[11], d[12],
-                  d[13], d[14], d[15]) for d in w[3]]
+                  d[13], d[14], d[15], d[16], d[17]) for d in w[3]]
     f.imports = [Import(*i) for i in w[4]]
     f.sites = [Site(*s) for s in w[5]]
     f.all_names = list(w[6]) if w[6] is not None else None

@@ -19,6 +19,7 @@ from conftest import TESTS, build_index, corpus_dir
 
 from ctx_lsp.model import (
     RESOLVER_CONTAINS,
+    RESOLVER_FLOW,
     RESOLVER_IMPORT,
     RESOLVER_MRO,
     RESOLVER_SCOPE,
@@ -113,7 +114,8 @@ def test_import_scanner_sees_nested_and_relative_imports() -> None:
     assert {"ctx_lsp.server", "ctx_lsp.server.run_server", "pygls.lsp"} <= scan_imports(src, "ctx_lsp")
 
 
-BINDER_RESOLVERS = {RESOLVER_CONTAINS, RESOLVER_IMPORT, RESOLVER_SCOPE, RESOLVER_TYPE, RESOLVER_MRO}
+# the callback-flow pass (flow.py) is part of binding: `hash_utf8 = md5_utf8` in requests' auth
+BINDER_RESOLVERS = {RESOLVER_CONTAINS, RESOLVER_IMPORT, RESOLVER_SCOPE, RESOLVER_TYPE, RESOLVER_MRO, RESOLVER_FLOW}
 
 
 def test_every_edge_of_a_real_project_has_site_and_resolver(tmp_path: Path) -> None:
