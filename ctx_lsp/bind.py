@@ -631,8 +631,9 @@ class Binder:
                 return []
             return [("a", e[1], attr) for e in self.class_mro(symbol_id(path, owner), 0) if e is not None and e[0] == "sym"]
 
-        def param(callee: str, bound: bool, pos: str) -> tuple | None:
-            """The parameter variable of `callee` an argument at `pos` ("2", "=name") binds."""
+        def signature(callee: str, bound: bool) -> tuple[str, tuple[str, ...], int] | None:
+            """(def id, parameter names, positional offset) of what a call of `callee` runs: a
+            class's `__init__`; the offset skips a bound method's self."""
             cpath, _, cqual = callee.partition("::")
             cinfo = self.ws.info.get(cpath)
             if cinfo is None:
@@ -645,12 +646,34 @@ class Binder:
                 d = cinfo.defs.get(cqual)
             if d is None:
                 return None
-            names = cinfo.params.get(cqual, ())
-            if pos.startswith("="):
-                return ("p", symbol_id(cpath, cqual), pos[1:]) if pos[1:] in names else None
             offset = 1 if bound and d.kind == "method" and not any(c[-1] == "staticmethod" for c in d.decorators) else 0
+            return symbol_id(cpath, cqual), cinfo.params.get(cqual, ()), offset
+
+        def param(callee: str, bound: bool, pos: str) -> tuple | None:
+            """The variable of `callee` an argument at `pos` ("2", "=name") binds: a parameter, or
+            the `**kwargs` entry `name` ("k", def id, name) when no parameter has that name."""
+            sig = signature(callee, bound)
+            if sig is None:
+                return None
+            target, names, offset = sig
+            if pos.startswith("="):
+                if pos[1:] in names:
+                    return ("p", target, pos[1:])
+                return ("k", target, pos[1:]) if names and names[-1].startswith("**") else None
             i = int(pos) + offset
-            return ("p", symbol_id(cpath, cqual), names[i]) if i < len(names) else None
+            return ("p", target, names[i]) if i < len(names) and not names[i].startswith("**") else None
+
+        def kwargs_owner(scope: str, name: str) -> str | None:
+            """The def (this one or an enclosing one) whose `**name` parameter `name` is."""
+            cur = scope
+            while cur:
+                if f"**{name}" in info.params.get(cur, ()):
+                    return symbol_id(path, cur)
+                d = info.defs.get(cur)
+                if d is not None and d.kind != "class" and name in d.locals and name in info.params.get(cur, ()):
+                    return None
+                cur = cur.rpartition(".")[0]
+            return None
 
         def flow_into(src: tuple | None, dst: tuple | None) -> None:
             if src is None or dst is None or src == dst:
@@ -678,6 +701,18 @@ class Binder:
                     flow_into(var(scope, name), ("r", symbol_id(path, scope)))
             elif kind == "alias":
                 flow_into(var(scope, chain[0]), var(scope, name))
+            elif kind == "kwstore":
+                owner = kwargs_owner(scope, chain[0])
+                if owner is not None:
+                    flow_into(var(scope, name), ("k", owner, chain[1]))
+            elif kind == "spread":
+                hit = called.get((line, col, chain))
+                owner = kwargs_owner(scope, name)
+                sig = signature(hit[0], hit[1]) if hit is not None and owner is not None else None
+                if sig is not None:
+                    names = sig[1]
+                    out.add(("s", owner, sig[0], tuple(n for n in names if not n.startswith("**")),
+                             bool(names) and names[-1].startswith("**")))
             elif kind == "result":
                 hit = called.get((line, col, chain))
                 if hit is not None:

@@ -851,8 +851,12 @@ class _Visitor:
 
     # -- expressions ---------------------------------------------------------------------
     def expr_store(self, target: ast.AST) -> None:
-        """Visit the loads inside an assignment target (a.b[c] = ... loads a and c)."""
+        """Visit the loads inside an assignment target (a.b[c] = ... loads a and c). Assigning an
+        attribute is a reference of it: `app.debug = True` runs the `debug` property's setter."""
         if isinstance(target, ast.Attribute):
+            chain = chain_of(target)
+            if chain is not None and not chain[0].endswith("()") and (chain[0] not in _BUILTINS or self.is_local(chain[0])):
+                self.site(target, chain, REF)
             self.expr(target.value)
         elif isinstance(target, ast.Subscript):
             self.expr(target.value)

@@ -33,6 +33,7 @@ def flow_edges(bindings: Iterable[tuple[str, list[tuple]]], existing: set[tuple[
     succ: dict[tuple, set[tuple]] = defaultdict(set)
     values: dict[tuple, set[str]] = defaultdict(set)
     calls: list[tuple[str, tuple, str, int, int]] = []
+    spreads: list[tuple[str, str, tuple[str, ...], bool]] = []
     for path, constraints in bindings:
         for c in constraints:
             if c[0] == "v":
@@ -41,6 +42,8 @@ def flow_edges(bindings: Iterable[tuple[str, list[tuple]]], existing: set[tuple[
                 values[tuple(c[2])].add(c[1])
             elif c[0] == "c":
                 calls.append((c[1], tuple(c[2]), path, c[3], c[4]))
+            elif c[0] == "s":
+                spreads.append((c[1], c[2], tuple(c[3]), c[4]))
     by_def: dict[str, set[tuple]] = defaultdict(set)
     for v in [*succ, *values, *(w for ws in succ.values() for w in ws), *(c[1] for c in calls)]:
         if v[0] in ("p", "r"):
@@ -51,6 +54,7 @@ def flow_edges(bindings: Iterable[tuple[str, list[tuple]]], existing: set[tuple[
                 succ[v].add(("p", method, v[2]))
             else:  # a call resolved to the base gets what the override returns
                 succ[("r", method)].add(v)
+    _spread_keywords(succ, values, spreads)
     work = list(values)
     while work:
         v = work.pop()
@@ -67,3 +71,29 @@ def flow_edges(bindings: Iterable[tuple[str, list[tuple]]], existing: set[tuple[
                 continue
             out[key] = Edge(caller, fn, EdgeKind.CALLS.value, path, line, col, RESOLVER_FLOW)
     return sorted(out.values(), key=lambda e: (e.src, e.dst))
+
+
+def _spread_keywords(succ: dict[tuple, set[tuple]], values: dict[tuple, set[str]],
+                     spreads: list[tuple[str, str, tuple[str, ...], bool]]) -> None:
+    """`g(**kwargs)`: each keyword entry ("k", f, key) of f's `**kwargs` reaches g's parameter `key`,
+    or g's own `**` entry `key` (click's `option(callback=f)` -> `Option(**attrs)` ->
+    `Parameter.__init__(callback)`). Entries created this way can be spread again: to a fixpoint."""
+    if not spreads:
+        return
+    keys: dict[str, set[str]] = defaultdict(set)
+    for v in [*succ, *values, *(w for ws in succ.values() for w in ws)]:
+        if v[0] == "k":
+            keys[v[1]].add(v[2])
+    changed = True
+    while changed:
+        changed = False
+        for src, dst, names, has_kw in spreads:
+            for key in list(keys.get(src, ())):
+                if key in names:
+                    succ[("k", src, key)].add(("p", dst, key))
+                elif has_kw and key not in keys[dst]:
+                    keys[dst].add(key)
+                    succ[("k", src, key)].add(("k", dst, key))
+                    changed = True
+                elif has_kw:
+                    succ[("k", src, key)].add(("k", dst, key))

@@ -8,7 +8,12 @@ value can take. bind.py resolves them to per-file constraints, and flow.py propa
 workspace.
 
 A flow is a tuple `(scope, kind, line, col, chain, name)`:
-- `params`: the def `scope`'s parameter names, in order (`chain`; `name` is "").
+- `params`: the def `scope`'s parameter names, in order (`chain`; `name` is ""), then `**name` for
+  its `**kwargs` parameter if it has one.
+- `spread`: the call of `chain` passes `**name`, the `**kwargs` parameter of this or an enclosing
+  def, on.
+- `kwstore`: the `**kwargs` parameter `chain[0]` (of this or an enclosing def) gets `name` under key `chain[1]`
+  (`kwargs.setdefault("callback", show_help)`, `kwargs["callback"] = f`).
 - `store`: `self.<chain[0]>` (or an item of it, or a list appended to) receives `name`.
 - `load`: local `name` receives an item of `self.<chain[0]>` (subscript, `.get`, a `for` loop).
 - `arg`: the call of `chain` (a callee chain as in sites) gets `name` as argument `pos\\0name`
@@ -98,6 +103,7 @@ class _Walker:
         self.params: list[set[str]] = []  # parameters of each scope (empty for classes)
         self.fed: list[set[str]] = []  # locals of each scope that received a call's result or an item
         self.stored: list[set[str]] = []  # per enclosing class: `_stored_attrs`
+        self.kwparam: list[str] = []  # per scope: its `**kwargs` parameter's name ("" for none, classes)
         self._quals: dict[tuple[str, ...], str] = {}
 
     def qual(self) -> str:
@@ -165,7 +171,9 @@ class _Walker:
             self.params.append(set())
             self.fed.append(set())
             self.stored.append(_stored_attrs(node))
+            self.kwparam.append("")
             self.stmts(node.body)
+            self.kwparam.pop()
             self.stored.pop()
             self.fed.pop()
             self.params.pop()
@@ -183,6 +191,9 @@ class _Walker:
                     attr = _self_attr(target)
                     if attr is not None:
                         self.add("store", node, (attr,), value.id)
+                    key = self.kwargs_key(target)
+                    if key is not None:
+                        self.add("kwstore", node, key, value.id)
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     self.assigned(node, target.id, value)
@@ -234,13 +245,16 @@ class _Walker:
             self.expr(dec)
         args = node.args
         params = [a.arg for a in list(args.posonlyargs) + list(args.args) + list(args.kwonlyargs)]
+        kwparam = args.kwarg.arg if args.kwarg is not None else ""
         self.scope.append(node.name)
         self.kinds.append("function")
         self.names.append(set(params))
         self.params.append(set(params))
         self.fed.append(set())
-        self.add("params", node, tuple(params), "")
+        self.kwparam.append(kwparam)
+        self.add("params", node, tuple(params) + ((f"**{kwparam}",) if kwparam else ()), "")
         self.stmts(node.body)
+        self.kwparam.pop()
         self.fed.pop()
         self.params.pop()
         self.names.pop()
@@ -271,6 +285,17 @@ class _Walker:
                     self.add("callwrap", node, inner, first.id)
                 elif _self_attr(first) is not None:
                     self.add("callwrap", node, inner, "@" + (_self_attr(first) or ""))
+        if isinstance(func, ast.Attribute) and func.attr == "setdefault" and len(node.args) == 2 \
+                and isinstance(node.args[1], ast.Name):
+            key = self.kwargs_key(ast.Subscript(value=func.value, slice=node.args[0]))
+            if key is not None:
+                self.add("kwstore", node, key, node.args[1].id)
+        for kw in node.keywords:
+            if kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id in self.kwparam \
+                    and self.kinds and self.kinds[-1] == "function":
+                spread = chain_of(func)
+                if spread is not None:
+                    self.add("spread", node, spread, kw.value.id)
         if isinstance(func, ast.Attribute) and func.attr in _APPENDERS and node.args:
             attr = _self_attr(func.value)
             last = node.args[-1]
@@ -287,6 +312,14 @@ class _Walker:
             name = self.argument(kw.value) if kw.arg is not None else None
             if name is not None:
                 self.add("arg", node, chain, f"={kw.arg}\0{name}")
+
+    def kwargs_key(self, target: ast.AST) -> tuple[str, str] | None:
+        """`kwargs["key"]` where kwargs is the `**` parameter of this or an enclosing def -> (kwargs, key)."""
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+                and target.value.id in self.kwparam and target.value.id \
+                and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
+            return (target.value.id, target.slice.value)
+        return None
 
     def argument(self, value: ast.expr) -> str | None:
         """How an argument that can carry a function is named in an `arg` flow: the variable, or

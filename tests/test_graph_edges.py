@@ -24,6 +24,8 @@ M = "app/models.py::"
 U = "app/util.py::"
 D = "app/sub/deep.py::"
 T = "suite/test_repo.py::"
+C = "app/commands.py::"
+CU = "app/cli_user.py::"
 
 # (src, dst, kind, resolver or None, snippet of the site line or None)
 MUST_EXIST: list[tuple[str, str, str, str | None, str | None]] = [
@@ -102,6 +104,23 @@ MUST_EXIST: list[tuple[str, str, str, str | None, str | None]] = [
     ("app/registry.py::Registry.dispatch", S + "wire_handlers.on_save", "CALLS", "ast-flow",
      "self.ensure(self.handlers[name])()"),
     ("app/registry.py::Registry.run_hooks", S + "flush", "CALLS", "ast-flow", "fn()"),
+    # click's shapes (commands.py): `cls = cast(..., Command)` fills a None-default parameter; a factory
+    # returning another factory's decorator; a def decorated by `@group()` is a Group; a callback
+    # stored on the command reaches `Context.invoke` as `self.callback`, and is called as one
+    (C + "command.decorator", C + "Command", "INSTANTIATES", None, "return cls(name, callback=f)"),
+    (CU + "build", C + "command.decorator", "CALLS", None, "@group()"),
+    (CU + "build", C + "Group.command", "CALLS", None, "@cli.command()"),
+    (CU + "build", C + "Group.command.decorator", "CALLS", None, "@cli.command()"),
+    (C + "Context.invoke", CU + "build.sub", "CALLS", "ast-flow", "return callback()"),
+    (C + "Context.invoke", CU + "build.cli", "CALLS", "ast-flow", "return callback()"),
+    (C + "Command.validate", CU + "build.sub", "CALLS", "ast-flow", "self.callback(value)"),
+    # a keyword argument forwarded through `**attrs` (and set with `kwargs.setdefault`) to the parameter
+    (C + "Param.process", CU + "validate", "CALLS", "ast-flow", "return self.callback(value)"),
+    (C + "Param.process", C + "show_help", "CALLS", "ast-flow", "return self.callback(value)"),
+    # flask's error handlers: a lookup returns an item of the stored table (`handler = table.get(code)`)
+    (C + "Handlers.handle", CU + "on_missing", "CALLS", "ast-flow", "return handler(code)"),
+    # the implementation after `@overload` stubs is the def
+    (C + "pick", U + "helper", "CALLS", "ast-import", "return helper()"),
     # calling a typed instance runs its class's __call__
     (S + "Service.fire", U + "Hook.__call__", "CALLS", "ast-type", "hook()"),
     (S + "Service.factory_annotated", M + "make_repo", "CALLS", "ast-import", "make_repo().save()"),
@@ -178,6 +197,13 @@ MUST_NOT_EXIST: list[tuple[str, str, str | None]] = [
     # calls resolved to Repo.save, not also to the base's save it overrides
     (S + "Service.run_param", M + "Base.save", None),
     ("main.py::local_override", M + "Base.save", "CALLS"),
+    # callbacks of one table never reach another table's dispatcher
+    (C + "Context.invoke", CU + "on_missing", None),
+    (C + "Handlers.handle", CU + "build.sub", None),
+    # `find` returns the handler; calling `find` does not call it
+    (C + "Handlers.find", CU + "on_missing", None),
+    (C + "Param.process", CU + "on_missing", None),
+    (C + "Param.process", CU + "build.sub", None),
 ]
 
 
@@ -279,3 +305,10 @@ def test_syntax_error_file_is_indexed_and_reported(tmp_path: Path) -> None:
     assert any(err["path"] == "app/models.py" and "syntax error" in err["message"] for err in idx.errors())
     check(idx.graph, M + "Repo", M + "Base", "INHERITS", "ast-scope", None)
     check(idx.graph, S + "Service.run_param", M + "Repo.save", "CALLS", "ast-type", None)
+
+
+def test_overload_stubs_give_way_to_the_implementation(index: WorkspaceIndex) -> None:
+    node = index.graph.node(C + "pick")
+    assert node is not None
+    line = (ROOT / "app/commands.py").read_text().splitlines()[node.start_line - 1]
+    assert line == "def pick(x):", "the node spans the implementation, not the first @overload stub"

@@ -381,6 +381,24 @@ REG_PY = ("class Registry:\n    def __init__(self):\n        self.hooks = []\n\n
           "    def hook(self, fn):\n        self.hooks.append(fn)\n\n"
           "    def run(self):\n        for fn in self.hooks:\n            fn()\n\n\nregistry = Registry()\n")
 H_PY = "from pkg.reg import registry\n\n\ndef job():\n    pass\n\n\ndef setup():\n    registry.hook(job)\n"
+CMD_PY = ("import typing as t\n\n\nclass Command:\n    def __init__(self, callback=None):\n"
+          "        self.callback = callback\n\n    def invoke(self):\n        return self.callback()\n\n\n"
+          "class Group(Command):\n    def command(self):\n        def decorator(f):\n"
+          "            return Command(f)\n        return decorator\n\n\n"
+          "def command(cls=None):\n    if cls is None:\n        cls = t.cast('type[Command]', Command)\n\n"
+          "    def decorator(f):\n        return cls(callback=f)\n    return decorator\n\n\n"
+          "def group() -> t.Callable[[t.Callable], Group]:\n    return command(Group)\n")
+CLI_PY = ("from pkg.cmd import group\n\n\ndef build():\n    @group()\n    def cli():\n        pass\n\n"
+          "    @cli.command()\n    def sub():\n        pass\n")
+LOOKUP_PY = ("class Handlers:\n    def __init__(self):\n        self.spec = {}\n\n"
+             "    def add(self, fn):\n        self.spec[1] = fn\n\n"
+             "    def find(self):\n        table = self.spec\n        handler = table.get(1)\n        return handler\n\n"
+             "    def handle(self):\n        handler = self.find()\n        return handler()\n")
+USE_LOOKUP_PY = "from pkg.lk import Handlers\n\n\ndef job():\n    pass\n\n\ndef wire(h: Handlers):\n    h.add(job)\n"
+KW_PY = ("class Param:\n    def __init__(self, callback=None, **attrs):\n        self.callback = callback\n\n"
+         "    def process(self):\n        return self.callback()\n\n\n"
+         "def option(**attrs):\n    return Param(**attrs)\n")
+KW_USE_PY = "from pkg.kw import option\n\n\ndef job():\n    pass\n\n\ndef wire():\n    option(callback=job)\n"
 REGRESSIONS = {
     # a parameter now shadows the module function the return type was computed from
     "parameter-shadows-return": (
@@ -457,6 +475,26 @@ REGRESSIONS = {
     "flow-store-moves-to-another-attribute": (
         {"pkg/__init__.py": "", "pkg/reg.py": REG_PY, "pkg/h.py": H_PY},
         "pkg/reg.py", REG_PY.replace("self.hooks.append(fn)", "self.others = [fn]"),
+    ),
+    # a decorated def is typed by its factory's `-> Callable[..., Group]`: retyping it retargets `cli.command()`
+    "factory-callable-result-retyped": (
+        {"pkg/__init__.py": "", "pkg/cmd.py": CMD_PY, "pkg/cli.py": CLI_PY},
+        "pkg/cmd.py", CMD_PY.replace("t.Callable[[t.Callable], Group]", "t.Callable[[t.Callable], Command]"),
+    ),
+    # a factory returning another factory's decorator: what `group()` returns follows `command`
+    "returned-call-retargeted": (
+        {"pkg/__init__.py": "", "pkg/cmd.py": CMD_PY, "pkg/cli.py": CLI_PY},
+        "pkg/cmd.py", CMD_PY.replace("    return command(Group)", "    return Group(None)"),
+    ),
+    # a lookup method's return value stops handing out the stored handler
+    "flow-return-value-dropped": (
+        {"pkg/__init__.py": "", "pkg/lk.py": LOOKUP_PY, "pkg/u.py": USE_LOOKUP_PY},
+        "pkg/lk.py", LOOKUP_PY.replace("        return handler\n", "        return None\n"),
+    ),
+    # a keyword forwarded through `**attrs` stops reaching the parameter that stores it
+    "flow-kwargs-forwarding-dropped": (
+        {"pkg/__init__.py": "", "pkg/kw.py": KW_PY, "pkg/u.py": KW_USE_PY},
+        "pkg/kw.py", KW_PY.replace("return Param(**attrs)", "return Param()"),
     ),
     "star-all-narrowed": (
         {"pkg/__init__.py": "", "pkg/a.py": A_PY + "\n__all__ = ['A', 'B']\n", "pkg/s.py": "from pkg.a import *\n",
