@@ -702,16 +702,16 @@ class Binder:
             elif kind == "alias":
                 flow_into(var(scope, chain[0]), var(scope, name))
             elif kind == "kwstore":
-                owner = kwargs_owner(scope, chain[0])
-                if owner is not None:
-                    flow_into(var(scope, name), ("k", owner, chain[1]))
+                kw_owner = kwargs_owner(scope, chain[0])
+                if kw_owner is not None:
+                    flow_into(var(scope, name), ("k", kw_owner, chain[1]))
             elif kind == "spread":
                 hit = called.get((line, col, chain))
-                owner = kwargs_owner(scope, name)
-                sig = signature(hit[0], hit[1]) if hit is not None and owner is not None else None
+                kw_owner = kwargs_owner(scope, name)
+                sig = signature(hit[0], hit[1]) if hit is not None and kw_owner is not None else None
                 if sig is not None:
                     names = sig[1]
-                    out.add(("s", owner, sig[0], tuple(n for n in names if not n.startswith("**")),
+                    out.add(("s", kw_owner, sig[0], tuple(n for n in names if not n.startswith("**")),
                              bool(names) and names[-1].startswith("**")))
             elif kind == "result":
                 hit = called.get((line, col, chain))
