@@ -63,17 +63,6 @@ def _local_item(node: ast.AST | None) -> str | None:
     return base.id if isinstance(base, ast.Name) and base is not node else None
 
 
-def _stored_attrs(cls: ast.ClassDef) -> set[str]:
-    """Instance attributes the class's methods assign from a plain name: `self.callback = callback`."""
-    out: set[str] = set()
-    for sub in ast.walk(cls):
-        if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Name):
-            for t in sub.targets:
-                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                    out.add(t.attr)
-    return out
-
-
 def _item_base(node: ast.AST | None) -> ast.AST | None:
     """The container an item expression reads from: strips subscripts, item readers and iteration
     wrappers down to the first node that is none of them."""
@@ -102,7 +91,11 @@ class _Walker:
         self.names: list[set[str]] = []  # parameters and assigned names of each function scope
         self.params: list[set[str]] = []  # parameters of each scope (empty for classes)
         self.fed: list[set[str]] = []  # locals of each scope that received a call's result or an item
-        self.stored: list[set[str]] = []  # per enclosing class: `_stored_attrs`
+        # per enclosing class: instance attributes its methods assign from a plain name
+        # (`self.callback = callback`), and the flows that only count if their attribute is one of
+        # them, kept until the class body has been walked
+        self.stored: list[set[str]] = []
+        self.pending: list[list[tuple[Flow, str]]] = []
         self.kwparam: list[str] = []  # per scope: its `**kwargs` parameter's name ("" for none, classes)
         self._quals: dict[tuple[str, ...], str] = {}
 
@@ -170,11 +163,13 @@ class _Walker:
             self.names.append(set())
             self.params.append(set())
             self.fed.append(set())
-            self.stored.append(_stored_attrs(node))
+            self.stored.append(set())
+            self.pending.append([])
             self.kwparam.append("")
             self.stmts(node.body)
             self.kwparam.pop()
-            self.stored.pop()
+            stored = self.stored.pop()
+            self.out.extend(flow for flow, attr in self.pending.pop() if attr in stored)
             self.fed.pop()
             self.params.pop()
             self.names.pop()
@@ -191,6 +186,8 @@ class _Walker:
                     attr = _self_attr(target)
                     if attr is not None:
                         self.add("store", node, (attr,), value.id)
+                        if self.stored and isinstance(target, ast.Attribute):
+                            self.stored[-1].add(attr)
                     key = self.kwargs_key(target)
                     if key is not None:
                         self.add("kwstore", node, key, value.id)
@@ -274,9 +271,8 @@ class _Walker:
             self.add("callvar", node, (), func.id)
         elif isinstance(func, ast.Subscript) and _self_attr(func) is not None:
             self.add("callattr", node, (_self_attr(func) or "",), "")
-        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
-                and self.stored and func.attr in self.stored[-1]:
-            self.add("callself", node, (func.attr,), "")
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            self.add_if_stored("callself", node, (func.attr,), "", func.attr)
         elif isinstance(func, ast.Call) and func.args:
             inner = chain_of(func.func)
             first = func.args[0]
@@ -307,11 +303,11 @@ class _Walker:
         for i, a in enumerate(node.args):
             name = self.argument(a)
             if name is not None:
-                self.add("arg", node, chain, f"{i}\0{name}")
+                self.add_if_stored("arg", node, chain, f"{i}\0{name}", name[1:] if name[0] == "@" else "")
         for kw in node.keywords:
             name = self.argument(kw.value) if kw.arg is not None else None
             if name is not None:
-                self.add("arg", node, chain, f"={kw.arg}\0{name}")
+                self.add_if_stored("arg", node, chain, f"={kw.arg}\0{name}", name[1:] if name[0] == "@" else "")
 
     def kwargs_key(self, target: ast.AST) -> tuple[str, str] | None:
         """`kwargs["key"]` where kwargs is the `**` parameter of this or an enclosing def -> (kwargs, key)."""
@@ -326,10 +322,18 @@ class _Walker:
         `@attr` for an instance attribute the class stores a name in (`ctx.invoke(self.callback)`)."""
         if isinstance(value, ast.Name):
             return value.id if self.may_hold_function(value.id) else None
-        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self" \
-                and self.stored and value.attr in self.stored[-1]:
-            return "@" + value.attr
+        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self":
+            return "@" + value.attr  # kept if the class stores a name there (`add_if_stored`)
         return None
+
+    def add_if_stored(self, kind: str, node: ast.AST, chain: Chain, name: str, attr: str) -> None:
+        """Add a flow now, or, when it is about instance attribute `attr`, once the class is walked
+        and only if one of its methods assigns `attr` from a name."""
+        if not attr:
+            self.add(kind, node, chain, name)
+        elif self.pending and self.scope and self.kinds[-1] == "function":
+            line, col = self.position(node)
+            self.pending[-1].append(((self.qual(), kind, line, col, chain, name), attr))
 
 
 def flow_facts(tree: ast.Module, col: Callable[[int, int], int]) -> list[Flow]:
