@@ -71,6 +71,8 @@ BODIES = [
     "def inner():\n    return Beta()\nreturn update_wrapper(inner, Beta)",
     "return make()(1)",  # a call of a call's result
     "return helper(1)(2).run()",
+    "h = make()\nreturn h()",  # a callback received from a call (flow.py: return values)
+    "cb = get\nfor f in [cb]:\n    f()\nreturn cb(1)",  # local aliases of a function value
 ]
 # decorators put on functions and methods: plain, factories, through modules and aliases
 DECORATORS = ["", "@make", "@helper()", "@get", "@a.make", "@make()", "@pb.Beta", "@Alias"]
@@ -81,6 +83,8 @@ METHOD_BODIES = BODIES + [
     "self.other.run()",
     "return type(self)()",
     "Gamma = make\nself.extra = Gamma()\nreturn self.extra.run()",
+    "self.cb = helper\nreturn self.cb()",  # a stored callback called as an attribute
+    "return self.dep.run(self.cb)",  # a stored attribute passed on
 ]
 # (extra parameters, first body lines): rebinds a name inside a function without touching its return chain
 SHADOWS = [
@@ -90,6 +94,8 @@ SHADOWS = [
     ("", "from pkg.b import Beta as Alpha"),
     ("", "Gamma = make"),
     ("", "from pkg.sub.c import Gamma as Alpha\nGamma = Alpha"),
+    ("helper=None", "if helper is None:\n    helper = make"),  # a None default filled in the body
+    ("**kw", "kw.setdefault('f', get)\nmake(**kw)"),  # keywords forwarded through **kwargs
 ]
 BROKEN = [
     "",
