@@ -314,15 +314,21 @@ def chain_of(node: ast.AST) -> Chain | None:
     return tuple(parts)
 
 
-def type_chain(node: ast.AST | None) -> Chain | None:
-    """The type an annotation names, as an instance-producing chain; unwraps Optional/Union-with-None."""
-    if node is None:
-        return None
+def _unquote(node: ast.AST | None) -> ast.AST | None:
+    """A string annotation's expression (`"Command"`, `"type[T]"`); None if it does not parse."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         try:
-            node = ast.parse(node.value, mode="eval").body
+            return ast.parse(node.value, mode="eval").body
         except SyntaxError:
             return None
+    return node
+
+
+def type_chain(node: ast.AST | None) -> Chain | None:
+    """The type an annotation names, as an instance-producing chain; unwraps Optional/Union-with-None."""
+    node = _unquote(node)
+    if node is None:
+        return None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         sides = [s for s in (node.left, node.right) if not (isinstance(s, ast.Constant) and s.value is None)]
         return type_chain(sides[0]) if len(sides) == 1 else None
@@ -352,11 +358,7 @@ def callable_result(node: ast.AST | None) -> Chain | None:
     """R of a `Callable[[...], R]` return annotation (or of the Callable member of a union such as
     click's `Group | Callable[[F], Group | GrpType]`): what a decorator factory's decorator returns.
     A union R takes its first member."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        try:
-            node = ast.parse(node.value, mode="eval").body
-        except SyntaxError:
-            return None
+    node = _unquote(node)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         return callable_result(node.left) or callable_result(node.right)
     if not isinstance(node, ast.Subscript):
@@ -419,13 +421,8 @@ def _typevar_bound(node: ast.AST | None) -> Chain | None:
         return None
     for kw in node.keywords:
         if kw.arg == "bound":
-            bound = kw.value
-            if isinstance(bound, ast.Constant) and isinstance(bound.value, str):
-                try:
-                    bound = ast.parse(bound.value, mode="eval").body
-                except SyntaxError:
-                    return None
-            chain = chain_of(bound)
+            bound = _unquote(kw.value)
+            chain = chain_of(bound) if bound is not None else None
             return chain if chain is not None and not chain[-1].endswith("()") else None
     return None
 
