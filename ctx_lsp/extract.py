@@ -282,7 +282,7 @@ def returned_name(value: ast.AST | None) -> ast.Name | None:
             value = value.args[0]
         elif name == "update_wrapper" and value.args:
             value = value.args[0]
-        elif name == "cast" and len(value.args) == 2:
+        elif _is_cast(value):
             value = value.args[1]
         else:
             return None

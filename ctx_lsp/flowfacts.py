@@ -51,16 +51,13 @@ _BUILTINS = frozenset(dir(builtins))
 
 def _self_attr(node: ast.AST | None) -> str | None:
     """`self.a`, `self.a[k]`, `self.a[k][j]`, `self.a.get(k)`, `self.a.setdefault(k, [])`, ... -> "a"."""
-    base = _item_base(node)
+    return _attr_of_self(_item_base(node))
+
+
+def _attr_of_self(base: ast.AST | None) -> str | None:
     if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == "self":
         return base.attr
     return None
-
-
-def _local_item(node: ast.AST | None) -> str | None:
-    """`x[k]`, `x.get(k)`, `x.values()`, `reversed(x)`, ... (not `x` itself) -> "x"."""
-    base = _item_base(node)
-    return base.id if isinstance(base, ast.Name) and base is not node else None
 
 
 def _item_base(node: ast.AST | None) -> ast.AST | None:
@@ -209,14 +206,14 @@ class _Walker:
 
     def assigned(self, node: ast.stmt, name: str, value: ast.expr, iterated: bool = False) -> None:
         """Local `name` receives `value` (or, `iterated`, its items)."""
-        attr = _self_attr(value)
+        container = _item_base(value)  # `self.a[k]` -> self.a; `x.get(k)`, `x` -> x
+        attr = _attr_of_self(container)
         if attr is not None:
             self.add("load", node, (attr,), name)
             self.feed(name)
             return
-        base = value.id if isinstance(value, ast.Name) else _local_item(value)
-        if base is not None and self.local(base) and self.may_hold_function(base):
-            self.add("alias", node, (base,), name)
+        if isinstance(container, ast.Name) and self.local(container.id) and self.may_hold_function(container.id):
+            self.add("alias", node, (container.id,), name)
             self.feed(name)
             return
         if isinstance(value, ast.Await):
@@ -269,8 +266,8 @@ class _Walker:
         func = node.func
         if isinstance(func, ast.Name) and self.local(func.id):
             self.add("callvar", node, (), func.id)
-        elif isinstance(func, ast.Subscript) and _self_attr(func) is not None:
-            self.add("callattr", node, (_self_attr(func) or "",), "")
+        elif isinstance(func, ast.Subscript) and (item_of := _self_attr(func)) is not None:
+            self.add("callattr", node, (item_of,), "")
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             self.add_if_stored("callself", node, (func.attr,), "", func.attr)
         elif isinstance(func, ast.Call) and func.args:
@@ -279,8 +276,8 @@ class _Walker:
             if inner is not None:
                 if isinstance(first, ast.Name) and self.local(first.id):
                     self.add("callwrap", node, inner, first.id)
-                elif _self_attr(first) is not None:
-                    self.add("callwrap", node, inner, "@" + (_self_attr(first) or ""))
+                elif (stored := _self_attr(first)) is not None:
+                    self.add("callwrap", node, inner, "@" + stored)
         if isinstance(func, ast.Attribute) and func.attr == "setdefault" and len(node.args) == 2 \
                 and isinstance(node.args[1], ast.Name):
             key = self.kwargs_key(ast.Subscript(value=func.value, slice=node.args[0]))
