@@ -1,4 +1,4 @@
-"""`python -m benchmark_gen {speed,generate,evaluate,verify-edges} ...`: headless benchmarks over the core."""
+"""`python -m benchmark_gen {speed,generate,evaluate,verify-edges,swebench} ...`: headless benchmarks over the core."""
 
 from __future__ import annotations
 
@@ -54,6 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-cmd", default=None, help="test command to run under the call tracer (dynamic oracle)")
     p.add_argument("--no-pyright", action="store_true", help="skip the pyright (static) oracle")
     p.add_argument("--no-jedi", action="store_true", help="measure the static binder only (skip jedi refinement)")
+
+    p = sub.add_parser("swebench", help="file/function localization on SWE-bench instances (engine vs BM25)")
+    p.add_argument("data", metavar="DATA.jsonl")
+    p.add_argument("--per-repo", type=int, default=None, help="first N instances per repository (instance_id order)")
+    p.add_argument("--ids", default=None, help="comma-separated instance ids")
+    p.add_argument("--repos", default=None, help="comma-separated repositories (owner/name)")
+    p.add_argument("--budget", type=int, default=8000, help="token budget of the engine's pack")
+    p.add_argument("--json", default=None, help="per-instance results and aggregates (JSON)")
+    p.add_argument("--markdown", default=None, help="the markdown report (also printed to stdout)")
+    p.add_argument("--work", default=None, help="trees and index caches (default ~/.cache/ctx-lsp-swebench/work)")
+    p.add_argument("--ablate", action="store_true", help="also run the engine once per feature removed")
+    p.add_argument("--features", default=None, help="comma-separated engine features (default: all)")
     return parser
 
 
@@ -79,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmark_gen.verify_edges import run_verify_edges
 
         return run_verify_edges(args)
+    if args.command == "swebench":
+        from benchmark_gen.swebench import run_swebench
+
+        return run_swebench(args)
     return 2
 
 
