@@ -208,8 +208,10 @@ def run_instance(run: RepoRun, inst: dict[str, Any], budget: int, features: froz
 
 
 def evaluate(instances: list[dict[str, Any]], work: Path, budget: int, features: frozenset[str],
-             ablate: list[str], log: Any = sys.stderr) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(results, errors) for instances, laid out under `work`; one progress line per instance on `log`."""
+             ablate: list[str], log: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(results, errors) for instances, laid out under `work`; one progress line per instance on `log`
+    (default stderr)."""
+    log = log or sys.stderr
     ordered, errors = visit_order(instances)
     results: list[dict[str, Any]] = []
     run: RepoRun | None = None

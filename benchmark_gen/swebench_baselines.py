@@ -73,8 +73,9 @@ def chunk_file(text: str) -> list[tuple[str | None, str]]:
             spans.append((s, e))
             qual = f"{prefix}{d.name}"  # type: ignore[attr-defined]
             if isinstance(d, ast.ClassDef):
-                inner = walk(d.body, qual + ".")
-                out.append((qual, own_text(s, e, inner)))
+                at = len(out)
+                out.append((qual, ""))  # the class comes before its members
+                out[at] = (qual, own_text(s, e, walk(d.body, qual + ".")))
             else:
                 out.append((qual, "\n".join(lines[s - 1:e])))
         return spans
