@@ -2,9 +2,10 @@
 
 Corpus: the `.py` files of the tree minus test files (`is_swe_test_path`). Query and documents are
 tokenized with `ctx_lsp.retrieval.text.terms` (stemmed identifier sub-words). Chunks: one per class
-(its own lines: header, docstring, attributes; not its methods), one per function or method (all of
-its lines, nested defs included), and one per file for the module-level lines outside any def/class
-(a chunk without a symbol: it ranks files, never functions). Files rank by their best chunk.
+(its own lines: header, docstring, attributes; not its methods) and one per function or method (all
+of its lines, nested defs included); module-level code is in no chunk, as in the published
+baseline, except that a file which does not parse is one chunk without a symbol (it ranks as a
+file, never as a function). Files rank by their best chunk.
 Only documents scoring above zero are ranked; ties break by path, then by position in the file.
 Per-file tokens are cached by blob id, so moving to the next commit re-tokenizes changed files only.
 """
@@ -36,7 +37,8 @@ class FileDoc:
 
 
 def chunk_file(text: str) -> list[tuple[str | None, str]]:
-    """(qualname or None, text) chunks of one file; a file that does not parse is one module chunk."""
+    """(qualname, text) chunks of one file, in file order; a file that does not parse is one chunk
+    without a symbol (so it can still rank as a file)."""
     lines = text.splitlines()
     try:
         tree = ast.parse(text)
@@ -80,8 +82,7 @@ def chunk_file(text: str) -> list[tuple[str | None, str]]:
                 out.append((qual, "\n".join(lines[s - 1:e])))
         return spans
 
-    top = walk(tree.body, "")
-    out.insert(0, (None, own_text(1, len(lines), top)))
+    walk(tree.body, "")
     return out
 
 

@@ -392,7 +392,8 @@ def test_patch_parser_lines_and_gold_functions() -> None:
 
 def test_chunks_and_test_paths() -> None:
     names = [q for q, _ in chunk_file(A_SRC)]
-    assert names == [None, "Outer", "Outer.Inner", "Outer.Inner.meth", "Outer.other", "top"]
+    assert names == ["Outer", "Outer.Inner", "Outer.Inner.meth", "Outer.other", "top"]
+    assert [q for q, _ in chunk_file("def broken(:\n")] == [None]
     assert is_swe_test_path("tests/test_x.py", "psf/requests") and is_swe_test_path("pkg/testing.py", "a/b")
     assert not is_swe_test_path("src/_pytest/python.py", "pytest-dev/pytest")
     assert is_swe_test_path("src/_pytest/pytester.py", "pytest-dev/pytest")
