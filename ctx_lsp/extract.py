@@ -23,6 +23,8 @@ Chain = tuple[str, ...]
 
 MAX_SIGNATURE = 240
 MAX_WORDS = 400
+MAX_LITERALS = 2000  # per file: generated tables must not flood the literal index
+MAX_LITERAL = 400
 _BUILTINS = frozenset(dir(builtins))
 _TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$|(^|/)(tests?|testing)/[^/]*\.py$|(^|/)conftest\.py$")
 
@@ -88,6 +90,11 @@ class FileFacts:
     errors: list[str] = field(default_factory=list)
     is_test_file: bool = False
     flows: list[tuple] = field(default_factory=list)  # where function values go (flowfacts.py)
+    # string literals worth matching against quoted messages: (scope qual, line, text); f-strings
+    # as templates with "{}" for each formatted value (retrieval/literals.py)
+    literals: list[tuple[str, int, str]] = field(default_factory=list)
+    # term frequencies of the whole text (comments and docstrings included): whole-file BM25
+    terms: dict[str, int] = field(default_factory=dict)
 
 
 def content_digest(data: bytes) -> str:
@@ -129,7 +136,27 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
         except RecursionError:
             facts.flows = []
     facts.words = " ".join([_path_words(path), facts.words])[: MAX_WORDS * 8]
+    facts.terms = _file_terms(text)
     return facts
+
+
+def _file_terms(text: str) -> dict[str, int]:
+    from ctx_lsp.retrieval.text import (
+        terms,  # the one tokenizer of lexical search (no cycle: text imports nothing here)
+    )
+
+    counts: dict[str, int] = {}
+    for t in terms(text):
+        counts[t] = counts.get(t, 0) + 1
+    return counts
+
+
+_LITERAL_WORTH = re.compile(r"\s|^(?:[a-z_]+\.)?[A-Z]{1,2}\d{3,4}$")
+
+
+def keep_literal(text: str) -> bool:
+    """Literals a task may quote: messages (with a space) and error codes (`admin.E108`, `W0611`)."""
+    return 4 <= len(text) <= MAX_LITERAL and bool(_LITERAL_WORTH.search(text.strip()))
 
 
 def split_lines(text: str) -> list[str]:
@@ -441,6 +468,7 @@ class _Visitor:
         self.words: list[list[str]] = [[]]
         self.guard: list[str] = []
         self.declared_global: set[str] = set()
+        self.docstring: ast.AST | None = None  # the bare string statement being visited: not a literal
 
     # -- helpers -------------------------------------------------------------------------
     def col(self, line: int, byte_col: int) -> int:
@@ -458,6 +486,10 @@ class _Visitor:
         bucket = self.words[-1]
         if len(bucket) < MAX_WORDS:
             bucket.append(w)
+
+    def literal(self, line: int, text: str) -> None:
+        if len(self.facts.literals) < MAX_LITERALS:
+            self.facts.literals.append((self.qual(), line, text))
 
     def site(self, node: ast.AST, chain: Chain, kind: str) -> None:
         end_line = getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
@@ -584,6 +616,8 @@ class _Visitor:
                     self.expr(case.guard)
                 self.body(case.body)
         else:
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                self.docstring = node.value  # docstrings and bare strings are prose, not messages
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.stmt):
                     self.stmt(child)
@@ -922,8 +956,22 @@ class _Visitor:
                 else:
                     stack.append(cur.value)
             elif isinstance(cur, ast.Constant):
-                if isinstance(cur.value, str) and 2 < len(cur.value) <= 80:
-                    self.add_word(cur.value)
+                if isinstance(cur.value, str):
+                    if 2 < len(cur.value) <= 80:
+                        self.add_word(cur.value)
+                    if keep_literal(cur.value) and cur is not self.docstring:
+                        self.literal(cur.lineno, cur.value)
+            elif isinstance(cur, ast.JoinedStr):
+                # an f-string is one template: its constant parts with "{}" for each formatted value
+                template = "".join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{}"
+                                   for v in cur.values)
+                if keep_literal(template):
+                    self.literal(cur.lineno, template)
+                for v in cur.values:
+                    if isinstance(v, ast.FormattedValue):
+                        stack.append(v.value)
+                    elif isinstance(v, ast.Constant) and isinstance(v.value, str) and 2 < len(v.value) <= 80:
+                        self.add_word(v.value)
             elif isinstance(cur, ast.Lambda):
                 # lambda parameters shadow names only inside the lambda; approximating by ignoring them
                 stack.append(cur.body)

@@ -23,7 +23,7 @@ from ctx_lsp.model import Edge
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 6  # 6: name-level dependencies (bind.name_dep); 5: per-file payload packed as one inner blob
+SCHEMA = 7  # 7: literals and whole-file term counts; 6: name-level dependencies (bind.name_dep); 5: per-file payload packed as one inner blob
 CACHE_ENV = "CTX_LSP_CACHE_DIR"
 
 
@@ -31,7 +31,7 @@ def _code_digest() -> str:
     """The digest of the code that produces what the cache holds: a cache written by other extraction
     or binding code (a development checkout between releases) is rebuilt, not trusted."""
     h = hashlib.sha1()
-    for name in ("extract.py", "flowfacts.py", "bind.py", "flow.py", "model.py", "store.py"):
+    for name in ("extract.py", "flowfacts.py", "bind.py", "flow.py", "model.py", "store.py", "retrieval/text.py"):
         h.update((Path(__file__).parent / name).read_bytes())
     return h.hexdigest()[:16]
 
@@ -60,6 +60,7 @@ def facts_to_wire(f: FileFacts) -> list[Any]:
         [[s.scope, s.line, s.col, list(s.chain), s.kind] for s in f.sites],
         f.all_names, f.words, f.doc, f.errors, f.is_test_file,
         [[fl[0], fl[1], fl[2], fl[3], list(fl[4]), fl[5]] for fl in f.flows],
+        [list(lit) for lit in f.literals], f.terms,
     ]
 
 
@@ -74,6 +75,8 @@ def facts_from_wire(w: Any) -> FileFacts:
     f.all_names = list(w[6]) if w[6] is not None else None
     f.words, f.doc, f.errors, f.is_test_file = w[7], w[8], list(w[9]), w[10]
     f.flows = list(w[11])
+    f.literals = list(w[12])
+    f.terms = w[13]
     return f
 
 

@@ -12,21 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 from ctx_lsp.extract import is_test_path, split_lines
 from ctx_lsp.model import NodeKind
+from ctx_lsp.retrieval.evidence import TaskEvidence, extract_evidence
 from ctx_lsp.retrieval.expand import edges_for, expand
+from ctx_lsp.retrieval.files import FileLexicalIndex, rank_files, scope_prior
+from ctx_lsp.retrieval.generators import Query, default_generators
 from ctx_lsp.retrieval.lexical import LexicalIndex
+from ctx_lsp.retrieval.literals import LiteralIndex
 from ctx_lsp.retrieval.memory import EpisodicMemory, WorkingMemory
 from ctx_lsp.retrieval.pack import pack
 from ctx_lsp.retrieval.plan import EXPLICIT_SYMBOL, IMPLICIT_CONTEXT, Plan, make_plan
-from ctx_lsp.retrieval.score import Candidates
-from ctx_lsp.retrieval.seeds import (
-    history_seeds,
-    lexical_seeds,
-    memory_seeds,
-    soft_seeds,
-    subword_seeds,
-    symbol_seeds,
-    test_seeds,
-)
+from ctx_lsp.retrieval.score import Candidate, Candidates
+from ctx_lsp.retrieval.seeds import history_seeds, test_seeds
 from ctx_lsp.retrieval.text import split_identifier
 
 if TYPE_CHECKING:
@@ -35,7 +31,11 @@ if TYPE_CHECKING:
 TEST_PRIOR = 0.6
 # operators whose answer is other code than the named target
 _RELATIONAL = {"callers", "implementations", "references", "importers", "instantiations", "tests", "history"}
-ALL_FEATURES = frozenset({"lexical", "symbols", "edges", "history_tests", "hops", "memory"})
+# the generators' names, and the stages that can be switched off: edges (typed expansion), hops, scope
+# (the scope prior of files), files (the fused file ranking of task text)
+ALL_FEATURES = frozenset({"lexical", "symbols", "edges", "history_tests", "hops", "memory",
+                          "snippets", "traceback", "literals", "scope", "files"})
+FILE_TOP = 20
 _SYMBOL_KINDS = (NodeKind.CLASS.value, NodeKind.FUNCTION.value, NodeKind.METHOD.value)
 
 
@@ -43,6 +43,9 @@ class Retriever:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.lexical = LexicalIndex()
+        self.file_lexical = FileLexicalIndex()
+        self._literals: LiteralIndex | None = None  # built on the first task that quotes a message
+        self.generators = default_generators()
         self._dirty: set[str] | None = None  # None = build everything on first use
         self.working = WorkingMemory()
         self.episodic = EpisodicMemory(engine.index.cache_dir / "episodes.jsonl")
@@ -70,13 +73,29 @@ class Retriever:
         if self._dirty is None:
             for path in sorted(facts):
                 self.lexical.set_file(facts[path], path)
+                self.file_lexical.set_file(facts[path], path)
             self._dirty = set()
             self._refresh_names()
             return
         if self._dirty:
             for path in sorted(self._dirty):
                 self.lexical.set_file(facts.get(path), path)
+                self.file_lexical.set_file(facts.get(path), path)
+                if self._literals is not None:
+                    self._literals.set_file(facts.get(path), path)
             self._dirty.clear()
+
+    def literal_index(self) -> LiteralIndex:
+        if self._literals is None:
+            index = LiteralIndex()
+            facts = self.engine.index.facts
+            for path in sorted(facts):
+                index.set_file(facts[path], path)
+            self._literals = index
+        return self._literals
+
+    def file_paths(self) -> list[str]:
+        return sorted(self.engine.index.facts)
 
     def _refresh_names(self) -> None:
         g = self.engine.graph
@@ -137,84 +156,36 @@ class Retriever:
     def context(self, query: str, budget: int = 4000, *, path: str | None = None, line: int | None = None,
                 checkpoint: Callable[[], None] | None = None, record: bool = True,
                 features: frozenset[str] = ALL_FEATURES) -> dict[str, Any]:
+        """plan -> generators -> expand -> score -> rank files -> pack -> hop, as one straight line."""
         t = {"start": time.perf_counter()}
         check = checkpoint or (lambda: None)
         self.sync()
         t["sync"] = time.perf_counter()
         plan = make_plan(query, self.is_symbol if "symbols" in features else None)
+        evidence = extract_evidence(query) if plan.task else TaskEvidence(query)
         t["plan"] = time.perf_counter()
         check()
-        cands = Candidates()
-        resolved: list[str] = []
-        if "symbols" in features:
-            resolved = symbol_seeds(self, plan, cands)
-            if plan.trigger != EXPLICIT_SYMBOL or not resolved:
-                prior = self._prior(plan)
-                resolved += [r for r in subword_seeds(self, plan, cands)
-                             if r not in resolved and (prior is None or prior(r) == 1.0)]
-            soft = soft_seeds(self, plan, cands)
-            if not resolved and soft and not plan.operators:
-                resolved = soft
-        if path is not None and path in self.engine.graph:
-            at = self.engine.graph.innermost(path, line) if line else self.engine.graph.node(path)
-            if at is not None:
-                cands.add(at.id, "cursor", 2.5)
-                if not resolved:
-                    resolved.append(at.id)
-        lexical: list[str] = []
-        if "lexical" in features:
-            lexical = lexical_seeds(self, plan, cands, top=12 if resolved else 16)
-            if resolved and plan.trigger == EXPLICIT_SYMBOL:
-                for nid in lexical:  # named targets lead; lexical hits only support them
-                    for r in cands.pool[nid].reasons:
-                        if r.via == "bm25":
-                            r.weight *= 0.5
-        if "memory" in features:
-            mem = memory_seeds(self, plan, cands)
-            if plan.temporal and not resolved:
-                resolved = mem[:3]
-        if "history_tests" in features:
-            history_seeds(self, plan, cands, resolved)
-            test_seeds(self, plan, cands, resolved)
+        q = Query(self, plan, evidence, Candidates(), features, path, line)
+        for gen in self.generators:
+            if (gen.name in features or gen.name == "cursor") and gen.applies(q):
+                gen.seed(q)
         t["seed"] = time.perf_counter()
         check()
-        hopped: list[str] = []
-        hop_target: str | None = None
-        if "edges" in features:
-            spec = edges_for(plan, "history_tests" in features)
-            described = not resolved
-            sources = resolved[:6] if resolved else self._best_symbols(cands, lexical, 3)
-            if sources:
-                expand(self.engine.graph, cands, sources, spec, hops=2 if plan.trigger == IMPLICIT_CONTEXT or
-                       "impact" in plan.operators or "implementations" in plan.operators else 1)
-            check()
-            if "hops" in features and described and plan.operators and plan.operators != ["definition"]:
-                # Hop: the question described its target; the best-scoring symbol is now the resolved
-                # target, so ask the plan's relation about it with full weight.
-                ranked = cands.ranked(self._prior(plan))
-                prior = self._prior(plan)
-                pool = [c.node_id for c in ranked[:8] if self._is_symbol_node(c.node_id)
-                        and (prior is None or prior(c.node_id) == 1.0)]
-                kinds = _target_kinds(plan)
-                target = next((nid for nid in pool if self.engine.graph.node(nid).kind in kinds), None)  # type: ignore[union-attr]
-                target = target or (pool[0] if pool else None)
-                if target is not None:
-                    hop_target = target
-                    cands.add(target, "hop-resolved", ranked[0].score, hops=0)
-                    if "history_tests" in features:
-                        history_seeds(self, plan, cands, [target])
-                        test_seeds(self, plan, cands, [target])
-                    hopped = expand(self.engine.graph, cands, [target], spec,
-                                    hops=2 if "impact" in plan.operators else 1)
+        hopped, hop_target = self._expand(q)
         t["expand"] = time.perf_counter()
         check()
-        ranked = cands.ranked(self._prior(plan))
+        ranked = q.cands.ranked(self.prior(plan, features))
+        files: list[dict[str, Any]] = []
+        if plan.task and "files" in features:
+            ranked, files = self._rank_files(q, ranked)
         t["score"] = time.perf_counter()
         relational = bool(set(plan.operators) & _RELATIONAL)
-        targets = frozenset(resolved + ([hop_target] if hop_target else [])) if relational else frozenset()
+        targets = frozenset(q.resolved + ([hop_target] if hop_target else [])) if relational else frozenset()
         items = pack(ranked, self.engine.graph, self.source_lines, budget, targets)
         t["pack"] = time.perf_counter()
         out_items = [it.to_json() for it in items]
+        if not files:
+            files = _files_of(out_items)
         result = {
             "query": query,
             "plan": plan.to_json(),
@@ -222,9 +193,14 @@ class Retriever:
             "tokens": sum(i["tokens"] for i in out_items),
             "stale": self.stale,
             "dirty_files": self.engine.index.dirty_files(),
+            "files": files,
             "items": out_items,
             "timings_ms": _timings(t),
         }
+        if plan.task:
+            result["plan"]["evidence"] = evidence.to_json()
+            if q.notes:
+                result["plan"]["generators"] = q.notes
         if hop_target is not None:
             result["plan"]["hop"] = {"resolved": hop_target, "reached": len(hopped)}
         if record and "memory" in features:
@@ -234,17 +210,78 @@ class Retriever:
                 self.working.touch(key)
         return result
 
-    def _prior(self, plan: Plan) -> Callable[[str], float] | None:
-        """Tests matter for test questions; otherwise they rank below the code they exercise."""
-        if "tests" in plan.operators:
-            return None
-        if set(plan.operators) & _RELATIONAL:
-            return None  # a test that calls or subclasses the target is part of the answer
+    def _expand(self, q: Query) -> tuple[list[str], str | None]:
+        """Typed expansion from the resolved targets (or the best lexical symbols), then the hop."""
+        plan, cands, features = q.plan, q.cands, q.features
+        if "edges" not in features:
+            return [], None
+        spec = edges_for(plan, "history_tests" in features)
+        described = not q.resolved
+        sources = list(dict.fromkeys(q.grounded[:8] + q.resolved[:6])) if plan.task else q.resolved[:6]
+        sources = sources or self._best_symbols(cands, q.lexical, 3)
+        if sources:
+            expand(self.engine.graph, cands, sources, spec, hops=2 if plan.trigger == IMPLICIT_CONTEXT or
+                   "impact" in plan.operators or "implementations" in plan.operators else 1)
+        if not ("hops" in features and described and plan.operators and plan.operators != ["definition"]):
+            return [], None
+        # Hop: the question described its target; the best-scoring symbol is now the resolved
+        # target, so ask the plan's relation about it with full weight.
+        prior = self.prior(plan, features)
+        ranked = cands.ranked(prior)
+        pool = [c.node_id for c in ranked[:8] if self._is_symbol_node(c.node_id) and prior(c.node_id) == 1.0]
+        kinds = _target_kinds(plan)
+        target = next((nid for nid in pool if self.engine.graph.node(nid).kind in kinds), None)  # type: ignore[union-attr]
+        target = target or (pool[0] if pool else None)
+        if target is None:
+            return [], None
+        cands.add(target, "hop-resolved", ranked[0].score, hops=0)
+        if "history_tests" in features:
+            history_seeds(self, plan, cands, [target])
+            test_seeds(self, plan, cands, [target])
+        hopped = expand(self.engine.graph, cands, [target], spec, hops=2 if "impact" in plan.operators else 1)
+        return hopped, target
+
+    def _rank_files(self, q: Query, ranked: list[Candidate]) -> tuple[list[Candidate], list[dict[str, Any]]]:
+        """Rank files (files.py) and order the candidates by their file's rank, so items follow it."""
+        named = _named_paths(q)
+        scope = scope_prior(self.engine.index.ws, named) if "scope" in q.features else _no_prior
+        test_prior = self.prior(q.plan, q.features)
+
+        def file_prior(p: str) -> float:
+            return scope(p) * test_prior(p)
+
+        lexical = self.file_lexical.search(q.plan.query, top=60) if "lexical" in q.features else []
+        files = rank_files(ranked, lexical, file_prior, top=FILE_TOP)
+        if not files:
+            return ranked, files
+        rel = {f["path"]: f["score"] / (files[0]["score"] or 1.0) for f in files}
+        for c in ranked:
+            c.score *= 0.3 + 0.7 * rel.get(c.node_id.split("::", 1)[0], 0.0)
+        # a top file no generator reached is still delivered: its best lexical chunk, else the file
+        have = {c.node_id.split("::", 1)[0] for c in ranked}
+        top_score = max((c.score for c in ranked), default=1.0)
+        for f in files[:10]:
+            if f["path"] not in have:
+                chunk = self.lexical.best_in(q.plan.query, f["path"]) or f["path"]
+                if chunk not in self.engine.graph:
+                    continue
+                c = q.cands.add(chunk, "file-rank", 0.0)
+                c.score = 0.5 * top_score * rel[f["path"]]
+                ranked.append(c)
+        ranked.sort(key=lambda c: (-c.score, c.hops, c.node_id))
+        return ranked, files
+
+    def prior(self, plan: Plan, features: frozenset[str] = ALL_FEATURES) -> Callable[[str], float]:
+        """Tests matter for test and relation questions; otherwise they rank below the code they exercise."""
+        if "tests" in plan.operators or set(plan.operators) & _RELATIONAL:
+            return _no_prior  # a test that calls or subclasses the target is part of the answer
         g = self.engine.graph
 
         def prior(node_id: str) -> float:
             n = g.node(node_id)
-            return TEST_PRIOR if n is not None and (n.kind == "test" or is_test_path(n.path)) else 1.0
+            if n is None:
+                return TEST_PRIOR if is_test_path(node_id.split("::", 1)[0]) else 1.0
+            return TEST_PRIOR if n.kind == "test" or is_test_path(n.path) else 1.0
 
         return prior
 
@@ -296,6 +333,36 @@ class Retriever:
                 best[path] = (score, node_id)
         ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top_n]
         return [{"path": p, "score": round(s, 4), "best_chunk": nid} for p, (s, nid) in ranked]
+
+
+def _no_prior(node_id: str) -> float:
+    return 1.0
+
+
+def _named_paths(q: Query) -> Callable[[str], bool]:
+    """Whether the task names a path (or its folder) itself: then the scope prior does not apply."""
+    ev = q.evidence
+    named = [p.lstrip("./") for p in ev.paths] + [d.replace(".", "/") for d in ev.dotted]
+    named += [f.path for f in ev.frames]
+
+    def is_named(path: str) -> bool:
+        stem = path[:-3] if path.endswith(".py") else path
+        folder = path.rpartition("/")[0]
+        return any(n and (n.endswith(path) or n.endswith(stem) or (folder and n.endswith(folder))) for n in named)
+
+    return is_named
+
+
+def _files_of(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Files of a pack in the order its items rank them (questions that are not tasks)."""
+    out: dict[str, dict[str, Any]] = {}
+    for it in items:
+        if it["kind"] == "commit" or it["path"] in out:
+            continue
+        ref = f"{it['path']}::{it['symbol']}" if it["symbol"] else it["path"]
+        out[it["path"]] = {"path": it["path"], "score": it["score"],
+                           "reasons": [{"via": "items", "from": ref, "weight": it["score"]}]}
+    return list(out.values())
 
 
 def _target_kinds(plan: Plan) -> tuple[str, ...]:

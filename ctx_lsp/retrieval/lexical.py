@@ -112,3 +112,23 @@ class LexicalIndex:
                 scores[node_id] = scores.get(node_id, 0.0) + s * mult
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         return ranked[:top]
+
+    def best_in(self, query: str, path: str) -> str | None:
+        """The chunk of one file that scores best for a query (None when no chunk shares a term)."""
+        ids = self.by_path.get(path)
+        if not ids:
+            return None
+        q = Counter(terms(query))
+        n = len(self.chunks)
+        avgdl = self.total_len / n if n else 1.0
+        best: tuple[float, str] | None = None
+        for node_id in ids:
+            ch = self.chunks[node_id]
+            s = 0.0
+            for term, mult in q.items():
+                f = ch.tf.get(term)
+                if f:
+                    s += mult * self.idf(term) * f * (K1 + 1) / (f + K1 * (1 - B + B * ch.length / avgdl))
+            if s > 0 and (best is None or s > best[0] or (s == best[0] and node_id < best[1])):
+                best = (s, node_id)
+        return best[1] if best else None

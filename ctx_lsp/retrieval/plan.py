@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ctx_lsp.retrieval.evidence import is_task_text
 from ctx_lsp.retrieval.text import STOPWORDS
 
 EXPLICIT_SYMBOL = "EXPLICIT_SYMBOL"
@@ -46,6 +47,14 @@ _INSTRUCTION = re.compile(
     r"validate|log|retry|speed up|optimi[sz]e|migrate|deprecate|write|create)\b", re.I)
 _CONCEPT = re.compile(r"\b(?:related to|handles?|handling|responsible for|deals? with|about|in charge of|takes care of|for)\s+(?:the\s+)?([a-z][\w\s-]{2,60})", re.I)
 
+_NAMED_KIND = re.compile(r"\b(of\s+)?(the|a|an)\s+(\w+)\s+(function|method|class|module|decorator|helper|attribute)\b")
+_KIND_HINT = {"function": "function", "method": "method", "class": "class", "helper": "function", "decorator": "function"}
+_NAMED_TARGET = re.compile(r"\b(?:calls?|callers of|uses?|overrides?|subclasses of|implements|instantiates|tests? for|changes to)\s+(\w+)\b")
+_DECLARED = re.compile(r"\b(?:function|method|class|def)\s+(\w+)\b")
+_SESSION = re.compile(
+    r"\b(?:we (?:looked|saw|discussed|talked|were)|i (?:asked|looked|was looking)|earlier in (?:this|the) (?:session|chat|conversation)|"
+    r"last time (?:we|i)|just (?:looked|saw|opened|edited)|recently (?:opened|edited|viewed)|a moment ago)\b")
+
 _QUOTED = re.compile(r"`([^`]+)`|\"([^\"]+)\"|'([^']+)'")
 _PATH = re.compile(r"(?<![\w/.])((?:[\w.-]+/)+[\w.-]+\.py|[\w-]+\.py)\b")
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
@@ -65,11 +74,14 @@ class Plan:
     instruction: bool = False
     temporal: bool = False
     soft: list[tuple[str, str | None, str]] = field(default_factory=list)  # (word, kind hint, role)
+    task: bool = False  # long or multi-sentence text: a task such as a pasted issue (evidence.is_task_text)
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"trigger": self.trigger, "operators": self.operators, "mentions": self.mentions}
         if self.soft:
             out["described"] = [w for w, _, _ in self.soft]
+        if self.task:
+            out["task"] = True
         return out
 
 
@@ -111,15 +123,22 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
         if re.search(r"\.(?:com|org|net|io)$", d):
             continue
         add(d)
-    # plain identifiers
+    # plain identifiers; the phrase patterns run once over the text (not once per word: task text is long)
+    named_kind = {m.group(3): (m.group(4), bool(m.group(1)))
+                  for m in _NAMED_KIND.finditer(low)}
+    named_target = {m.group(1) for m in _NAMED_TARGET.finditer(low)}
+    declared = {m.group(1) for m in _DECLARED.finditer(text)}
+    dotted_parts = {part for x in mentions if "." in x for part in x.split(".")}
     sentence_start = True
     for m in _IDENT.finditer(text):
         word = m.group(0)
         start = m.start()
-        prev = text[:start].rstrip()
-        sentence_initial = sentence_start or prev.endswith((".", "?", "!", ":", "\n"))
+        k = start - 1
+        while k >= 0 and text[k] in " \t":
+            k -= 1
+        sentence_initial = sentence_start or k < 0 or text[k] in ".?!:\n"
         sentence_start = False
-        if any(word in x.split(".") for x in mentions if "." in x) or word.lower() == "py":
+        if word in dotted_parts or word.lower() == "py":
             continue
         followed_by_call = text[m.end():m.end() + 2] == "()"
         if _looks_like_identifier(word, sentence_initial) or followed_by_call:
@@ -136,22 +155,27 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
                 add(word)  # exact-case name of a class or function: "Session", "Flask"
             continue
         lw = word.lower()
-        if re.search(rf"\b(?:function|method|class|def)\s+{re.escape(word)}\b", text) and is_symbol(word):
+        if word in declared and is_symbol(word):
             add(word)  # "the function apply_discount" style, with a lower-case name that exists
             continue
-        hint = _named_context(low, lw)
-        if hint is not None and any(sm[0] == lw for sm in soft):
+        if any(sm[0] == lw for sm in soft):
             continue
-        if hint is not None:
-            soft.append((lw, hint[0], hint[1]))
+        if lw in named_kind:
+            kind_word, container = named_kind[lw]
+            soft.append((lw, _KIND_HINT.get(kind_word), "container" if container else "target"))
+        elif lw in named_target:
+            soft.append((lw, None, "target"))
     for e in errors:
         name = e.split(":")[0]
         if is_symbol is not None and is_symbol(name):
             add(name)
 
-    operators = [op for op, pat in _RULES if pat.search(low)]
-    temporal = bool(_TEMPORAL.search(low))
-    instruction = bool(_INSTRUCTION.match(text))
+    task = is_task_text(text)
+    # Task text (a pasted issue) is about code, and says "before", "previously", "again" of versions:
+    # only session phrasing asks memory; and its many words would match every operator's pattern.
+    operators = [] if task else [op for op, pat in _RULES if pat.search(low)]
+    temporal = bool(_SESSION.search(low)) if task else bool(_TEMPORAL.search(low))
+    instruction = not task and bool(_INSTRUCTION.match(text))
     if instruction and "impact" not in operators:
         operators.append("impact")
     if "history" in operators and temporal and not re.search(r"\bcommit|\bchang", low):
@@ -170,23 +194,9 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
         operators = ["definition"]
     order = {op: i for i, op in enumerate(OPERATORS)}
     operators = sorted(set(operators), key=order.__getitem__)
-    return Plan(text, trigger, operators, mentions, concepts, quoted, errors, instruction, temporal, soft)
+    return Plan(text, trigger, operators, mentions, concepts, quoted, errors, instruction, temporal, soft, task)
 
 
 _VERBS = frozenset("""find return returns update updates make add fix change rename get set show list explain describe
 run create delete remove move use handle check load save send read write open close build parse render test call
 where what which who how why when""".split())
-
-
-def _named_context(low: str, word: str) -> tuple[str | None, str] | None:
-    """A lower-case word phrased like a name ("the session class", "who calls send"): a *soft*
-    mention with a kind hint and a role ("container" for "the method of the X class")."""
-    w = re.escape(word)
-    m = re.search(rf"\b(of\s+)?(?:the|a|an)\s+{w}\s+(function|method|class|module|decorator|helper|attribute)\b", low)
-    if m:
-        kind = {"function": "function", "method": "method", "class": "class", "helper": "function",
-                "decorator": "function"}.get(m.group(2))
-        return kind, "container" if m.group(1) else "target"
-    if re.search(rf"\b(?:calls?|callers of|uses?|overrides?|subclasses of|implements|instantiates|tests? for|changes to)\s+{w}\b", low):
-        return None, "target"
-    return None

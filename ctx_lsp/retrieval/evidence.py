@@ -1,0 +1,250 @@
+"""Task evidence: what a pasted issue says in code, not in words.
+
+From task text (markdown, reStructuredText, Trac wiki or plain) this extracts typed evidence:
+code blocks (fenced, ``{{{ }}}``, ``.. code-block::``/``::`` and indented blocks, doctest and
+IPython prompts), traceback frames, exceptions with their messages, error codes, quoted strings,
+dotted names, file paths and versions. Pure and tolerant: any text in, evidence out, linear in the
+size of the text (one pass per pattern, no backtracking-prone patterns over the whole text).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+MAX_TASK_CHARS = 200_000  # longer input keeps its head: code blocks and tracebacks come first in issues
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    path: str  # as written in the traceback
+    line: int
+    function: str
+
+
+@dataclass
+class TaskEvidence:
+    text: str
+    code: list[str] = field(default_factory=list)  # code snippets (prompts stripped), in order
+    frames: list[Frame] = field(default_factory=list)  # outermost first, as tracebacks print them
+    exceptions: list[tuple[str, str]] = field(default_factory=list)  # (type, message)
+    messages: list[str] = field(default_factory=list)  # error messages and quoted sentences
+    codes: list[str] = field(default_factory=list)  # error codes: admin.E108, W0611
+    quoted: list[str] = field(default_factory=list)  # inline code and quoted strings
+    dotted: list[str] = field(default_factory=list)  # pkg.mod.name as written in prose
+    paths: list[str] = field(default_factory=list)  # file paths (.py) named anywhere
+    versions: list[str] = field(default_factory=list)
+    prose: str = ""  # the text without code blocks and tracebacks
+
+    @property
+    def is_task(self) -> bool:
+        """Long, multi-sentence or structured text: a task (an issue), not a short question."""
+        return is_task_text(self.text)
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {}
+        if self.code:
+            out["code_blocks"] = len(self.code)
+        if self.frames:
+            out["frames"] = [f"{f.path}:{f.line} {f.function}" for f in self.frames[-8:]]
+        if self.exceptions:
+            out["exceptions"] = [f"{t}: {m}"[:160] if m else t for t, m in self.exceptions[:6]]
+        if self.codes:
+            out["codes"] = self.codes[:10]
+        if self.paths:
+            out["paths"] = self.paths[:10]
+        return out
+
+
+def is_task_text(text: str) -> bool:
+    t = text.strip()
+    if "\n" in t and len(t) > 120:
+        return True
+    sentences = len(re.findall(r"[.!?](?:\s|$)", t))
+    return len(t) > 280 or sentences >= 3
+
+
+_FENCE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
+_TRAC = re.compile(r"\{\{\{[ \t]*\n?(?:#!([\w-]+)[^\n]*\n)?(.*?)\}\}\}", re.S)
+_FRAME = re.compile(r'^\s*File "([^"\n]+)", line (\d+)(?:, in ([^\s\n]+))?', re.M)
+_PYTEST_FRAME = re.compile(r"^([\w./\\-]+\.py):(\d+): (?:in (\w+)|(\w+(?:Error|Exception|Warning)\b))", re.M)
+_EXC_LINE = re.compile(
+    r"^[ \t>E]*((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Failure|Iteration))\b(?::[ \t]*([^\n]*))?$",
+    re.M)
+_CODE_TOKEN = re.compile(r"(?<![\w.])((?:[a-z_]+\.)?[A-Z]{1,2}\d{3,4})(?![\w])")
+_INLINE = re.compile(r"``([^`\n]+)``|`([^`\n]+)`")
+_QUOTED = re.compile(r"\"([^\"\n]{3,300})\"|(?<![\w])'([^'\n]{3,300})'(?![\w])|\u201c([^\u201d\n]{3,300})\u201d")
+_PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+[/\\])*[\w-]+\.py)\b")
+_DOTTED = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?![\w])")
+_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc|\.dev|\.post)\d+)?)(?![\w.])")
+_PROMPT = re.compile(r"^[ \t]*(?:>>>|\.\.\.)(?: |$)|^[ \t]*In \[\d+\]: |^[ \t]*\.\.\.: ")
+_RST_BLOCK = re.compile(r"(?:^\.\. (?:code-block|code|sourcecode|ipython)::[^\n]*|::)[ \t]*\n")
+_NOT_PYTHON = frozenset({"bash", "sh", "shell", "console", "text", "txt", "ini", "toml", "yaml", "yml", "json",
+                         "html", "xml", "css", "js", "javascript", "diff", "patch", "sql", "rst", "cfg", "none",
+                         "output", "pytb", "traceback", "make", "makefile", "dockerfile", "csv", "tex", "latex"})
+_URL = re.compile(r"https?://\S+")
+
+
+def extract_evidence(text: str) -> TaskEvidence:
+    """Typed evidence from task text. Never raises; cost is linear in len(text)."""
+    text = text[:MAX_TASK_CHARS].replace("\r\n", "\n").replace("\r", "\n")
+    ev = TaskEvidence(text)
+    blocks: list[tuple[int, int]] = []  # spans of code blocks, removed from the prose
+    for m in _FENCE.finditer(text):
+        lang = m.group(2).lower()
+        body = m.group(3)
+        blocks.append(m.span())
+        if lang in _NOT_PYTHON:
+            _prompt_code(body, ev)  # `console` blocks often hold a doctest session
+            continue
+        _add_code(body, ev)
+    for m in _TRAC.finditer(text):
+        if _inside(m.start(), blocks):
+            continue
+        blocks.append(m.span())
+        lang = (m.group(1) or "").lower()
+        if lang in _NOT_PYTHON:
+            _prompt_code(m.group(2), ev)
+        else:
+            _add_code(m.group(2), ev)
+    _indented_blocks(text, blocks, ev)
+    if not ev.code:
+        _prompt_code(text, ev)  # doctest lines in plain text
+    _tracebacks(text, ev)
+    prose = _cut(text, blocks)
+    ev.prose = prose
+    without_urls = _URL.sub(" ", text)
+    seen_codes: set[str] = set()
+    for m in _CODE_TOKEN.finditer(without_urls):
+        c = m.group(1)
+        if c not in seen_codes and not re.fullmatch(r"L\d+", c):  # `#L428`: a line anchor, not a code
+            seen_codes.add(c)
+            ev.codes.append(c)
+    for m in _INLINE.finditer(prose):
+        q = (m.group(1) or m.group(2)).strip()
+        if q and q not in ev.quoted:
+            ev.quoted.append(q)
+    for m in _QUOTED.finditer(_URL.sub(" ", prose)):
+        q = next(g for g in m.groups() if g).strip()
+        if q and q not in ev.quoted:
+            ev.quoted.append(q)
+        if " " in q and len(q) >= 12 and q not in ev.messages:
+            ev.messages.append(q)
+    for _, msg in ev.exceptions:
+        if len(msg) >= 8 and msg not in ev.messages:
+            ev.messages.append(msg)
+    for m in _PATH.finditer(without_urls):
+        p = m.group(1).replace("\\", "/")
+        if p not in ev.paths:
+            ev.paths.append(p)
+    for m in _DOTTED.finditer(without_urls):
+        d = m.group(1)
+        if d.endswith(".py") or re.search(r"\.(?:com|org|net|io|html|txt|rst|cfg|toml|json|yml|yaml)$", d):
+            continue
+        if d not in ev.dotted:
+            ev.dotted.append(d)
+    for m in _VERSION.finditer(prose):
+        if m.group(1) not in ev.versions:
+            ev.versions.append(m.group(1))
+    return ev
+
+
+def _inside(pos: int, spans: list[tuple[int, int]]) -> bool:
+    return any(a <= pos < b for a, b in spans)
+
+
+def _cut(text: str, spans: list[tuple[int, int]]) -> str:
+    out: list[str] = []
+    last = 0
+    for a, b in sorted(spans):
+        if a >= last:
+            out.append(text[last:a])
+            last = b
+    out.append(text[last:])
+    return "\n".join(out)
+
+
+def _add_code(body: str, ev: TaskEvidence) -> None:
+    if any(_PROMPT.match(line) for line in body.splitlines()):
+        _prompt_code(body, ev)
+        return
+    code = _dedent(body)
+    if _looks_like_code(code):
+        ev.code.append(code)
+
+
+def _prompt_code(body: str, ev: TaskEvidence) -> None:
+    """Doctest (`>>>`, `...`) and IPython (`In [1]:`) sessions: the input lines, outputs dropped."""
+    lines: list[str] = []
+    for line in body.splitlines():
+        m = _PROMPT.match(line)
+        if m:
+            lines.append(line[m.end():])
+    if lines:
+        code = _dedent("\n".join(lines))
+        if _looks_like_code(code):
+            ev.code.append(code)
+
+
+_CODE_LINE = re.compile(r"^\s*(?:from\s+[\w.]+\s+import\b|import\s+[\w.]|def\s+\w+\s*\(|class\s+\w+|@\w|return\b|"
+                        r"[\w.\[\]'\"]+\s*(?:=|\+=|-=)\s*\S|[\w.]+\s*\(.*\)\s*$|(?:if|for|while|with|try)\b.*:\s*$)")
+
+
+def _looks_like_code(code: str) -> bool:
+    lines = [line for line in code.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        return False
+    hits = sum(1 for line in lines if _CODE_LINE.match(line))
+    return hits >= max(1, len(lines) // 3)
+
+
+def _dedent(body: str) -> str:
+    lines = body.expandtabs(4).splitlines()
+    widths = [len(line) - len(line.lstrip()) for line in lines if line.strip()]
+    cut = min(widths) if widths else 0
+    return "\n".join(line[cut:] for line in lines)
+
+
+def _indented_blocks(text: str, taken: list[tuple[int, int]], ev: TaskEvidence) -> None:
+    """Indented code (rst `::` blocks, plain issues pasting code with four spaces or a tab)."""
+    pos = 0
+    lines = text.splitlines(keepends=True)
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        start = pos
+        if line[:1] in (" ", "\t") and line.strip() and (i == 0 or not lines[i - 1].strip()
+                                                         or lines[i - 1].rstrip().endswith("::")):
+            j = i
+            end = pos
+            body: list[str] = []
+            while j < len(lines) and (not lines[j].strip() or lines[j][:1] in (" ", "\t")):
+                body.append(lines[j])
+                end += len(lines[j])
+                j += 1
+            if not _inside(start, taken) and len(body) >= 1:
+                code = _dedent("".join(body))
+                if not _FRAME.search(code) and _looks_like_code(code):
+                    taken.append((start, end))
+                    if any(_PROMPT.match(b) for b in body):
+                        _prompt_code("".join(body), ev)
+                    else:
+                        ev.code.append(code)
+            pos = end
+            i = j
+            continue
+        pos += len(line)
+        i += 1
+
+
+def _tracebacks(text: str, ev: TaskEvidence) -> None:
+    for m in _FRAME.finditer(text):
+        ev.frames.append(Frame(m.group(1).replace("\\", "/"), int(m.group(2)), m.group(3) or ""))
+    for m in _PYTEST_FRAME.finditer(text):
+        ev.frames.append(Frame(m.group(1).replace("\\", "/"), int(m.group(2)), m.group(3) or ""))
+    seen: set[tuple[str, str]] = set()
+    for m in _EXC_LINE.finditer(text):
+        key = (m.group(1), (m.group(2) or "").strip())
+        if key not in seen:
+            seen.add(key)
+            ev.exceptions.append(key)

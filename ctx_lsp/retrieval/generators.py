@@ -1,0 +1,142 @@
+"""Seed generators as one pipeline: each is an object with a name (also the ablation feature that
+turns it off), a test of whether it applies to a query, and a `seed` step that adds candidates with
+reasons. `Retriever.context` runs them in order; a new generator is one class added to GENERATORS.
+
+The query state they share is a `Query`: the plan, the task evidence, the candidate pool, the
+resolved targets (what the question names) and the lexical hits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from ctx_lsp.retrieval.evidence import TaskEvidence
+from ctx_lsp.retrieval.plan import EXPLICIT_SYMBOL, Plan
+from ctx_lsp.retrieval.score import Candidates
+from ctx_lsp.retrieval.seeds import (
+    history_seeds,
+    lexical_seeds,
+    memory_seeds,
+    soft_seeds,
+    subword_seeds,
+    symbol_seeds,
+    test_seeds,
+)
+
+if TYPE_CHECKING:
+    from ctx_lsp.retrieval.engine import Retriever
+
+
+@dataclass
+class Query:
+    retriever: Retriever
+    plan: Plan
+    evidence: TaskEvidence
+    cands: Candidates
+    features: frozenset[str]
+    path: str | None = None
+    line: int | None = None
+    resolved: list[str] = field(default_factory=list)  # what the question names: expansion sources
+    lexical: list[str] = field(default_factory=list)  # chunk BM25 hits, best first
+    grounded: list[str] = field(default_factory=list)  # evidence targets (snippets, frames, literals)
+    notes: list[str] = field(default_factory=list)  # which generators ran and what they found
+
+    def prior(self, node_id: str) -> float:
+        return self.retriever.prior(self.plan, self.features)(node_id)
+
+
+class Generator(Protocol):
+    name: str
+
+    def applies(self, q: Query) -> bool: ...
+
+    def seed(self, q: Query) -> None: ...
+
+
+class SymbolIndex:
+    """Names in the query: exact, case-insensitive, sub-word and fuzzy matches, soft mentions."""
+
+    name = "symbols"
+
+    def applies(self, q: Query) -> bool:
+        return True
+
+    def seed(self, q: Query) -> None:
+        r, plan, cands = q.retriever, q.plan, q.cands
+        resolved = symbol_seeds(r, plan, cands)
+        if plan.trigger != EXPLICIT_SYMBOL or not resolved:
+            prior = r.prior(plan, q.features)
+            resolved += [x for x in subword_seeds(r, plan, cands) if x not in resolved and prior(x) == 1.0]
+        soft = soft_seeds(r, plan, cands)
+        if not resolved and soft and not plan.operators:
+            resolved = soft
+        q.resolved.extend(x for x in resolved if x not in q.resolved)
+
+
+class Cursor:
+    """The editor position a question was asked at."""
+
+    name = "cursor"
+
+    def applies(self, q: Query) -> bool:
+        return q.path is not None and q.path in q.retriever.engine.graph
+
+    def seed(self, q: Query) -> None:
+        g = q.retriever.engine.graph
+        at = g.innermost(q.path, q.line) if q.line else g.node(q.path)  # type: ignore[arg-type]
+        if at is not None:
+            q.cands.add(at.id, "cursor", 2.5)
+            if not q.resolved:
+                q.resolved.append(at.id)
+
+
+class Lexical:
+    """BM25 over symbol chunks; when the question names its targets, lexical hits only support them."""
+
+    name = "lexical"
+
+    def applies(self, q: Query) -> bool:
+        return True
+
+    def seed(self, q: Query) -> None:
+        top = 24 if q.plan.task else (12 if q.resolved else 16)
+        q.lexical = lexical_seeds(q.retriever, q.plan, q.cands, top=top)
+        if q.resolved and q.plan.trigger == EXPLICIT_SYMBOL and not q.plan.task:
+            for nid in q.lexical:
+                for reason in q.cands.pool[nid].reasons:
+                    if reason.via == "bm25":
+                        reason.weight *= 0.5
+
+
+class Memory:
+    """Working memory (open and edited files) nudges; episodic memory answers session questions."""
+
+    name = "memory"
+
+    def applies(self, q: Query) -> bool:
+        return True
+
+    def seed(self, q: Query) -> None:
+        mem = memory_seeds(q.retriever, q.plan, q.cands)
+        if q.plan.temporal and not q.resolved:
+            q.resolved.extend(mem[:3])
+
+
+class HistoryAndTests:
+    """Commits (TOUCHED) and covering tests (COVERS) of the named targets, for history and test questions."""
+
+    name = "history_tests"
+
+    def applies(self, q: Query) -> bool:
+        return bool({"history", "tests"} & set(q.plan.operators))
+
+    def seed(self, q: Query) -> None:
+        history_seeds(q.retriever, q.plan, q.cands, q.resolved)
+        test_seeds(q.retriever, q.plan, q.cands, q.resolved)
+
+
+def default_generators() -> list[Generator]:
+    from ctx_lsp.retrieval.task_generators import Literals, Snippets, Traceback
+
+    return [SymbolIndex(), Cursor(), Snippets(), Traceback(), Literals(), Lexical(), Memory(), HistoryAndTests()]
