@@ -5,6 +5,7 @@ Ablation features (for benchmark_gen): "lexical", "symbols", "edges", "history_t
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable
@@ -36,6 +37,7 @@ _RELATIONAL = {"callers", "implementations", "references", "importers", "instant
 ALL_FEATURES = frozenset({"lexical", "symbols", "edges", "history_tests", "hops", "memory",
                           "snippets", "traceback", "literals", "scope", "files"})
 FILE_TOP = 20
+LEXICAL_FILES = 100
 _SYMBOL_KINDS = (NodeKind.CLASS.value, NodeKind.FUNCTION.value, NodeKind.METHOD.value)
 
 
@@ -161,8 +163,13 @@ class Retriever:
         check = checkpoint or (lambda: None)
         self.sync()
         t["sync"] = time.perf_counter()
-        plan = make_plan(query, self.is_symbol if "symbols" in features else None)
+        is_symbol = self.is_symbol if "symbols" in features else None
+        plan = make_plan(query, is_symbol)
         evidence = extract_evidence(query) if plan.task else TaskEvidence(query)
+        if plan.task:
+            # names in code blocks are bound by the snippet generator; mentions come from the prose
+            prose = make_plan(evidence.prose, is_symbol)
+            plan.mentions, plan.soft = prose.mentions, prose.soft
         t["plan"] = time.perf_counter()
         check()
         q = Query(self, plan, evidence, Candidates(), features, path, line)
@@ -250,8 +257,25 @@ class Retriever:
         def file_prior(p: str) -> float:
             return scope(p) * test_prior(p)
 
-        lexical = self.file_lexical.search(q.plan.query, top=60) if "lexical" in q.features else []
-        files = rank_files(ranked, lexical, file_prior, top=FILE_TOP)
+        extra: dict[str, dict[str, float]] = {}
+        lexical: list[tuple[str, float]] = []
+        if "lexical" in q.features:
+            lexical = self.file_lexical.search(q.plan.query, top=LEXICAL_FILES)
+            extra["identifier"] = self.file_lexical.identifier_matches(q.plan.query)
+            extra["path"] = self.file_lexical.path_matches(q.plan.query)
+            title = q.plan.query.strip().split("\n", 1)[0]
+            if 0 < len(title) < len(q.plan.query.strip()):
+                extra["title-bm25"] = dict(self.file_lexical.search(title, top=LEXICAL_FILES))
+                extra["title-symbol"] = self._title_symbols(title, q.features)
+            if q.evidence.prose.strip() and q.evidence.prose != q.plan.query:
+                extra["prose-bm25"] = dict(self.file_lexical.search(q.evidence.prose, top=LEXICAL_FILES))
+            chunks: dict[str, float] = {}
+            for node_id, score in self.lexical.search(q.plan.query, top=200):
+                p = node_id.split("::", 1)[0]
+                chunks[p] = max(chunks.get(p, 0.0), score)
+            extra["chunk-bm25"] = chunks
+            extra["file-bm25-rank"] = {p: 1.0 / (1 + i / 3) for i, (p, _) in enumerate(lexical)}
+        files = rank_files(ranked, lexical, file_prior, top=FILE_TOP, extra=extra)
         if not files:
             return ranked, files
         rel = {f["path"]: f["score"] / (files[0]["score"] or 1.0) for f in files}
@@ -270,6 +294,19 @@ class Retriever:
                 ranked.append(c)
         ranked.sort(key=lambda c: (-c.score, c.hops, c.node_id))
         return ranked, files
+
+    def _title_symbols(self, title: str, features: frozenset[str]) -> dict[str, float]:
+        """Files of the symbols an issue's title names (its one-line summary names what is broken)."""
+        if "symbols" not in features:
+            return {}
+        out: dict[str, float] = {}
+        for m in make_plan(title, self.is_symbol).mentions:
+            if m.endswith(".py"):
+                continue
+            found = [n for n in self.engine.find_symbols(m) if n.name == m.split(".")[-1]]
+            for n in found[:4]:
+                out[n.path] = max(out.get(n.path, 0.0), 1.0 / math.sqrt(len(found)))
+        return out
 
     def prior(self, plan: Plan, features: frozenset[str] = ALL_FEATURES) -> Callable[[str], float]:
         """Tests matter for test and relation questions; otherwise they rank below the code they exercise."""

@@ -71,6 +71,8 @@ _PYTEST_FRAME = re.compile(r"^([\w./\\-]+\.py):(\d+): (?:in (\w+)|(\w+(?:Error|E
 _EXC_LINE = re.compile(
     r"^[ \t>E]*((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Failure|Iteration))\b(?::[ \t]*([^\n]*))?$",
     re.M)
+_EXC_INLINE = re.compile(
+    r"(?<![\w.])((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning))(?::[ \t]+|\(['\"])([^\n]{4,300})")
 _CODE_TOKEN = re.compile(r"(?<![\w.])((?:[a-z_]+\.)?[A-Z]{1,2}\d{3,4})(?![\w])")
 _INLINE = re.compile(r"``([^`\n]+)``|`([^`\n]+)`")
 _QUOTED = re.compile(r"\"([^\"\n]{3,300})\"|(?<![\w])'([^'\n]{3,300})'(?![\w])|\u201c([^\u201d\n]{3,300})\u201d")
@@ -108,6 +110,7 @@ def extract_evidence(text: str) -> TaskEvidence:
         else:
             _add_code(m.group(2), ev)
     _indented_blocks(text, blocks, ev)
+    _bare_code(text, blocks, ev)
     if not ev.code:
         _prompt_code(text, ev)  # doctest lines in plain text
     _tracebacks(text, ev)
@@ -237,6 +240,43 @@ def _indented_blocks(text: str, taken: list[tuple[int, int]], ev: TaskEvidence) 
         i += 1
 
 
+_CODE_START = re.compile(r"^(?:from\s+[\w.]+\s+import\s+\S|import\s+[\w.]+\s*$|class\s+\w+\s*[(:]|(?:async\s+)?def\s+\w+\s*\(|@[\w.]+)")
+
+
+def _bare_code(text: str, taken: list[tuple[int, int]], ev: TaskEvidence) -> None:
+    """Code pasted without any markup (common in Trac and mailing-list issues): a run of lines that
+    starts with an import, a class or a def and goes on while lines are indented or look like code."""
+    lines = text.splitlines(keepends=True)
+    pos = 0
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if _CODE_START.match(line) and not _inside(pos, taken):
+            start = pos
+            body = [line]
+            end = pos + len(line)
+            j = i + 1
+            while j < len(lines):
+                nxt = lines[j]
+                if nxt.strip() and not (nxt[:1] in (" ", "\t") or _CODE_LINE.match(nxt) or _CODE_START.match(nxt)):
+                    break
+                if not nxt.strip() and (j + 1 >= len(lines) or not _CODE_START.match(lines[j + 1])
+                                        and lines[j + 1][:1] not in (" ", "\t")):
+                    break
+                body.append(nxt)
+                end += len(nxt)
+                j += 1
+            code = "".join(body)
+            if _looks_like_code(code):
+                taken.append((start, end))
+                ev.code.append(_dedent(code))
+            pos = end
+            i = j
+            continue
+        pos += len(line)
+        i += 1
+
+
 def _tracebacks(text: str, ev: TaskEvidence) -> None:
     for m in _FRAME.finditer(text):
         ev.frames.append(Frame(m.group(1).replace("\\", "/"), int(m.group(2)), m.group(3) or ""))
@@ -245,6 +285,15 @@ def _tracebacks(text: str, ev: TaskEvidence) -> None:
     seen: set[tuple[str, str]] = set()
     for m in _EXC_LINE.finditer(text):
         key = (m.group(1), (m.group(2) or "").strip())
+        if key not in seen:
+            seen.add(key)
+            ev.exceptions.append(key)
+    named = {t for t, _ in ev.exceptions}
+    for m in _EXC_INLINE.finditer(text):
+        if m.group(1) in named:
+            continue
+        msg = m.group(2).strip().rstrip("')\"").strip()
+        key = (m.group(1), msg)
         if key not in seen:
             seen.add(key)
             ev.exceptions.append(key)

@@ -19,7 +19,7 @@ from ctx_lsp.bind import Workspace
 from ctx_lsp.extract import FileFacts, is_test_path
 from ctx_lsp.retrieval.lexical import EPSILON, K1, B
 from ctx_lsp.retrieval.score import Candidate
-from ctx_lsp.retrieval.text import terms
+from ctx_lsp.retrieval.text import split_identifier, stem, terms
 
 PERIPHERAL = 0.5  # prior of code outside the importable packages
 VENDORED = 0.6
@@ -38,8 +38,16 @@ class FileLexicalIndex:
         self.length: dict[str, int] = {}
         self.postings: dict[str, set[str]] = {}
         self.total = 0
+        self.path_terms: dict[str, dict[str, float]] = {}  # path -> its words (file name words weigh 1, folders 0.5)
+        self.path_postings: dict[str, set[str]] = {}
 
     def set_file(self, facts: FileFacts | None, path: str) -> None:
+        for w in self.path_terms.pop(path, {}):
+            holders = self.path_postings.get(w)
+            if holders is not None:
+                holders.discard(path)
+                if not holders:
+                    del self.path_postings[w]
         old = self.tf.pop(path, None)
         if old is not None:
             self.total -= self.length.pop(path)
@@ -52,6 +60,10 @@ class FileLexicalIndex:
         if facts is None or not facts.terms:
             return
         self.tf[path] = facts.terms
+        words = path_words(path)
+        self.path_terms[path] = words
+        for w in words:
+            self.path_postings.setdefault(w, set()).add(path)
         n = sum(facts.terms.values())
         self.length[path] = n
         self.total += n
@@ -80,6 +92,56 @@ class FileLexicalIndex:
                 scores[p] = scores.get(p, 0.0) + s * mult
         ranked = sorted(((p, s) for p, s in scores.items() if keep is None or keep(p)), key=lambda kv: (-kv[1], kv[0]))
         return ranked[:top]
+
+
+    def identifier_matches(self, query: str, keep: Callable[[str], bool] | None = None) -> dict[str, float]:
+        """Files holding the task's compound identifiers (`autodoc_typehints`, `getDefaultColumns`) as
+        whole words, each weighted by its rarity over files: far more precise than their sub-words."""
+        n = len(self.tf) or 1
+        compound = {ident.lower() for ident in _IDENT.findall(query) if len(split_identifier(ident)) > 1}
+        scores: dict[str, float] = {}
+        for t in sorted(compound):
+            holders = self.postings.get(t)
+            if not holders or len(holders) > 0.05 * n + 5:
+                continue
+            idf = math.log(n / len(holders))
+            for p in holders:
+                if keep is None or keep(p):
+                    scores[p] = scores.get(p, 0.0) + idf
+        return scores
+
+    def path_matches(self, query: str, keep: Callable[[str], bool] | None = None) -> dict[str, float]:
+        """Files whose path words the task uses (`autodetector` for django/db/migrations/autodetector.py),
+        each word weighted by its rarity over paths; file-name words count fully, folders half."""
+        q = set(terms(query))
+        n = len(self.path_terms) or 1
+        scores: dict[str, float] = {}
+        for w in sorted(q):
+            holders = self.path_postings.get(w)
+            if not holders:
+                continue
+            idf = math.log(n / len(holders))
+            for p in holders:
+                if keep is None or keep(p):
+                    scores[p] = scores.get(p, 0.0) + idf * self.path_terms[p][w]
+        return scores
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_GENERIC_PATH = frozenset({"init", "__init__", "py", "src", "lib", "core", "base", "util", "utils", "main"})
+
+
+def path_words(path: str) -> dict[str, float]:
+    parts = path[:-3].split("/") if path.endswith(".py") else path.split("/")
+    out: dict[str, float] = {}
+    for i, part in enumerate(reversed(parts[-3:])):
+        weight = 1.0 if i == 0 else 0.5
+        if part == "__init__":
+            continue
+        for w in [part.lower()] + [stem(x) for x in split_identifier(part)]:
+            if w and w not in _GENERIC_PATH and len(w) > 2:
+                out[w] = max(out.get(w, 0.0), weight)
+    return out
 
 
 def scope_prior(ws: Workspace, named: Callable[[str], bool]) -> Callable[[str], float]:
@@ -115,44 +177,90 @@ def _in_package(path: str, packaged: set[str]) -> bool:
     return False
 
 
-W_FILE_LEX = 1.0
-W_FILE_CAND = 1.0
-W_FILE_SECOND = 0.25  # a file's second-best candidate: several grounded symbols in one file agree
+# Evidence classes of a file: each is the best reason of that class among the file's candidates
+# (relative to W_REF), plus whole-file BM25 relative to the best file. Weights were fitted on the
+# SWE-bench development split (python -m benchmark_gen swebench), one weight per class.
+WEIGHTS: dict[str, float] = {
+    "file-bm25": 1.0,
+    "symbol": 1.0,
+    "snippet": 1.0,
+    "traceback": 1.0,
+    "literal": 1.0,
+    "chunk-bm25": 0.5,
+    "chunk-seed": 0.0,
+    "prose-bm25": 0.0,
+    "title-bm25": 0.0,
+    "title-symbol": 0.0,
+    "file-bm25-rank": 0.0,
+    "edge": 0.5,
+    "other": 0.5,
+    "identifier": 0.5,
+    "path": 0.5,
+}
+W_SECOND = 0.25  # a file's second-best candidate: several grounded symbols in one file agree
+W_REF = 3.0  # a reason this strong (an exact, unambiguous name; a traceback frame) counts 1.0
+CAP = 1.5
+
+
+def reason_class(via: str) -> str:
+    if via.startswith("symbol") or via == "member-of-described":
+        return "symbol"
+    if via.startswith("snippet"):
+        return "snippet"
+    if via == "traceback":
+        return "traceback"
+    if via.startswith("literal"):
+        return "literal"
+    if via == "bm25":
+        return "chunk-seed"
+    if "<-" in via or "->" in via or via == "hop-resolved":
+        return "edge"
+    return "other"
+
+
+def file_features(ranked: list[Candidate], lexical: list[tuple[str, float]],
+                  extra: dict[str, dict[str, float]] | None = None) -> dict[str, dict[str, float]]:
+    """Per file, per evidence class: the strongest reason (relative to W_REF, capped), whole-file
+    BM25 relative to the best file, and each `extra` file score relative to its best file."""
+    feats: dict[str, dict[str, float]] = {}
+    best_lex = lexical[0][1] if lexical else 0.0
+    for path, score in lexical:
+        feats[path] = {"file-bm25": score / best_lex if best_lex else 0.0}
+    for name, scores in (extra or {}).items():
+        top = max(scores.values(), default=0.0)
+        for path, score in scores.items():
+            if top > 0:
+                feats.setdefault(path, {})[name] = score / top
+    for c in ranked:
+        path = c.node_id.split("::", 1)[0]
+        if not path.endswith(".py"):
+            continue  # commits
+        f = feats.setdefault(path, {})
+        for r in c.reasons:
+            cls = reason_class(r.via)
+            v = min(CAP, r.weight / W_REF)
+            if v > f.get(cls, 0.0):
+                f[cls] = v
+        f["_best"] = max(f.get("_best", 0.0), c.score)
+        f["_n"] = f.get("_n", 0) + 1
+    return feats
 
 
 def rank_files(ranked: list[Candidate], lexical: list[tuple[str, float]], prior: Callable[[str], float],
-               top: int = 20) -> list[dict[str, Any]]:
-    """Files, best first: W_FILE_LEX * whole-file BM25 (relative to the best file) + W_FILE_CAND * the
-    file's best candidate (relative to the best candidate) + a share of its second best, times the
-    file's scope prior. Reasons name each contribution. Deterministic (ties by path)."""
-    best_lex = lexical[0][1] if lexical else 0.0
-    by_file: dict[str, list[Candidate]] = {}
-    for c in ranked:
-        path = c.node_id.split("::", 1)[0]
-        if path.startswith("commit:") or ":" in path and not path.endswith(".py"):
-            continue
-        by_file.setdefault(path, []).append(c)
-    best_cand = max((c.score for c in ranked), default=0.0) or 1.0
-    scores: dict[str, float] = {}
-    reasons: dict[str, list[dict[str, Any]]] = {}
-    for path, s in lexical:
-        w = W_FILE_LEX * s / best_lex if best_lex else 0.0
-        scores[path] = w
-        reasons[path] = [{"via": "file-bm25", "weight": round(w, 4)}]
-    for path, cs in by_file.items():
-        w = W_FILE_CAND * cs[0].score / best_cand
-        if len(cs) > 1:
-            w += W_FILE_SECOND * W_FILE_CAND * cs[1].score / best_cand
-        scores[path] = scores.get(path, 0.0) + w
-        top_reason = cs[0].reasons[0].via if cs[0].reasons else "candidate"
-        reasons.setdefault(path, []).append({"via": f"symbols ({top_reason})", "from": cs[0].node_id,
-                                             "weight": round(w, 4)})
+               top: int = 20, weights: dict[str, float] | None = None,
+               extra: dict[str, dict[str, float]] | None = None) -> list[dict[str, Any]]:
+    """Files, best first: the weighted sum of a file's evidence classes (file_features), times the
+    file's scope prior. Each class's contribution is a reason. Deterministic (ties by path)."""
+    w = weights or WEIGHTS
     out: list[dict[str, Any]] = []
-    for path, s in scores.items():
+    for path, f in file_features(ranked, lexical, extra).items():
+        reasons = [{"via": cls, "value": round(v, 4), "weight": round(w.get(cls, 0.0) * v, 4)}
+                   for cls, v in sorted(f.items()) if not cls.startswith("_")]
+        score = sum(r["weight"] for r in reasons)
         p = prior(path)
-        rs = reasons[path]
         if p != 1.0:
-            rs = rs + [{"via": "scope-prior", "weight": p}]
-        out.append({"path": path, "score": round(s * p, 4), "reasons": rs})
+            reasons.append({"via": "scope-prior", "weight": p})
+        reasons.sort(key=lambda r: -float(r["weight"]))
+        out.append({"path": path, "score": round(score * p, 4), "reasons": reasons})
     out.sort(key=lambda d: (-float(d["score"]), str(d["path"])))
     return out[:top]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from typing import TYPE_CHECKING
 
@@ -33,17 +34,27 @@ def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
                 cands.add(p, "symbol-file", W_EXACT)
                 resolved.append(p)
             continue
+        if "." in m:
+            modules = engine.index.ws.modules
+            mpath = modules.get(m)
+            if mpath is not None and mpath in g:
+                cands.add(mpath, "symbol-module", W_EXACT)  # `django.db.models.query`: the module itself
+                resolved.append(mpath)
+                continue
         found = engine.find_symbols(m)
         exact = [n for n in found if n.name == m.split(".")[-1]]
+        # in a long task many words happen to be names: one that names a single symbol says more
+        # than one that twenty symbols share
+        spec = 1.0 / math.sqrt(len(exact or found)) if plan.task and (exact or found) else 1.0
         if exact:
             best = exact[:4]
             for i, n in enumerate(best):
-                cands.add(n.id, "symbol-exact", W_EXACT - 0.2 * i)
+                cands.add(n.id, "symbol-exact", (W_EXACT - 0.2 * i) * spec)
                 resolved.append(n.id)
             continue
         if found:
             for i, n in enumerate(found[:4]):
-                cands.add(n.id, "symbol-ci", W_CI - 0.2 * i)
+                cands.add(n.id, "symbol-ci", (W_CI - 0.2 * i) * spec)
                 resolved.append(n.id)
             continue
         short = m.split(".")[-1]
