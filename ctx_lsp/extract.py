@@ -151,11 +151,12 @@ def _file_terms(text: str) -> dict[str, int]:
     return counts
 
 
-_LITERAL_WORTH = re.compile(r"\s|^(?:[a-z_]+\.)?[A-Z]{1,2}\d{3,4}$")
+_LITERAL_WORTH = re.compile(r"\s|^(?:[a-z_]+\.)?[A-Z]{1,2}\d{3,4}$|^-{0,2}[a-z][a-z0-9]*(?:[-_][a-z0-9]+)+$")
 
 
 def keep_literal(text: str) -> bool:
-    """Literals a task may quote: messages (with a space) and error codes (`admin.E108`, `W0611`)."""
+    """Literals a task may quote: messages (with a space), error codes (`admin.E108`, `W0611`) and
+    keys (`unused-import`, `--ignore-paths`, `autodoc_typehints`: options, settings, message names)."""
     return 4 <= len(text) <= MAX_LITERAL and bool(_LITERAL_WORTH.search(text.strip()))
 
 

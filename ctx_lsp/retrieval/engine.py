@@ -38,6 +38,7 @@ ALL_FEATURES = frozenset({"lexical", "symbols", "edges", "history_tests", "hops"
                           "snippets", "traceback", "literals", "scope", "files"})
 FILE_TOP = 20
 LEXICAL_FILES = 100
+NEAR_TOP = 3
 _SYMBOL_KINDS = (NodeKind.CLASS.value, NodeKind.FUNCTION.value, NodeKind.METHOD.value)
 
 
@@ -48,6 +49,8 @@ class Retriever:
         self.file_lexical = FileLexicalIndex()
         self._literals: LiteralIndex | None = None  # built on the first task that quotes a message
         self.generators = default_generators()
+        self._folders: dict[str, list[str]] = {}
+        self._folders_rev = -1
         self._dirty: set[str] | None = None  # None = build everything on first use
         self.working = WorkingMemory()
         self.episodic = EpisodicMemory(engine.index.cache_dir / "episodes.jsonl")
@@ -278,6 +281,24 @@ class Retriever:
         files = rank_files(ranked, lexical, file_prior, top=FILE_TOP, extra=extra)
         if not files:
             return ranked, files
+        if "edges" in q.features:
+            # fixes span files: what the leading files import or are imported by, and their folder
+            g = self.engine.graph
+            near: dict[str, float] = {}
+            folder: dict[str, float] = {}
+            for i, f in enumerate(files[:NEAR_TOP]):
+                w = 1.0 / (1 + i)
+                for e in g.out_edges(f["path"], ("IMPORTS",)) + g.in_edges(f["path"], ("IMPORTS",)):
+                    other = e.dst if e.src == f["path"] else e.src
+                    if other != f["path"]:
+                        near[other] = max(near.get(other, 0.0), w)
+                parent = f["path"].rpartition("/")[0]
+                for other in self._files_in(parent):
+                    if other != f["path"]:
+                        folder[other] = max(folder.get(other, 0.0), w)
+            extra["imports-near-top"] = near
+            extra["folder-of-top"] = folder
+            files = rank_files(ranked, lexical, file_prior, top=FILE_TOP, extra=extra)
         rel = {f["path"]: f["score"] / (files[0]["score"] or 1.0) for f in files}
         for c in ranked:
             c.score *= 0.3 + 0.7 * rel.get(c.node_id.split("::", 1)[0], 0.0)
@@ -294,6 +315,14 @@ class Retriever:
                 ranked.append(c)
         ranked.sort(key=lambda c: (-c.score, c.hops, c.node_id))
         return ranked, files
+
+    def _files_in(self, folder: str) -> list[str]:
+        if self._folders_rev != self.engine.graph.revision:
+            self._folders = {}
+            for p in self.engine.index.facts:
+                self._folders.setdefault(p.rpartition("/")[0], []).append(p)
+            self._folders_rev = self.engine.graph.revision
+        return self._folders.get(folder, [])
 
     def _title_symbols(self, title: str, features: frozenset[str]) -> dict[str, float]:
         """Files of the symbols an issue's title names (its one-line summary names what is broken)."""

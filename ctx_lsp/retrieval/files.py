@@ -182,20 +182,22 @@ def _in_package(path: str, packaged: set[str]) -> bool:
 # SWE-bench development split (python -m benchmark_gen swebench), one weight per class.
 WEIGHTS: dict[str, float] = {
     "file-bm25": 1.0,
-    "symbol": 1.0,
-    "snippet": 1.0,
-    "traceback": 1.0,
-    "literal": 1.0,
-    "chunk-bm25": 0.5,
-    "chunk-seed": 0.0,
-    "prose-bm25": 0.0,
-    "title-bm25": 0.0,
-    "title-symbol": 0.0,
-    "file-bm25-rank": 0.0,
-    "edge": 0.5,
-    "other": 0.5,
-    "identifier": 0.5,
-    "path": 0.5,
+    "file-bm25-rank": 0.5,
+    "prose-bm25": 0.5,
+    "title-bm25": 3.0,  # an issue's title is its most specific sentence
+    "chunk-bm25": 1.0,
+    "chunk-seed": 0.0,  # the same signal as chunk-bm25, from the seed step
+    "identifier": 0.0,  # compound identifiers: already in the BM25 terms; no gain measured on its own
+    "path": 2.0,
+    "symbol": 0.75,
+    "title-symbol": 1.5,
+    "snippet": 1.5,
+    "traceback": 0.75,
+    "literal": 0.25,
+    "edge": 0.75,
+    "other": 0.25,
+    "imports-near-top": 0.1,
+    "folder-of-top": 0.5,
 }
 W_SECOND = 0.25  # a file's second-best candidate: several grounded symbols in one file agree
 W_REF = 3.0  # a reason this strong (an exact, unambiguous name; a traceback frame) counts 1.0
@@ -254,9 +256,10 @@ def rank_files(ranked: list[Candidate], lexical: list[tuple[str, float]], prior:
     w = weights or WEIGHTS
     out: list[dict[str, Any]] = []
     for path, f in file_features(ranked, lexical, extra).items():
-        reasons = [{"via": cls, "value": round(v, 4), "weight": round(w.get(cls, 0.0) * v, 4)}
-                   for cls, v in sorted(f.items()) if not cls.startswith("_")]
-        score = sum(r["weight"] for r in reasons)
+        parts = [(cls, v, w.get(cls, 0.0) * v) for cls, v in sorted(f.items()) if not cls.startswith("_")]
+        score = sum(x for _, _, x in parts)
+        reasons: list[dict[str, Any]] = [{"via": cls, "value": round(v, 4), "weight": round(x, 4)}
+                                         for cls, v, x in parts]
         p = prior(path)
         if p != 1.0:
             reasons.append({"via": "scope-prior", "weight": p})

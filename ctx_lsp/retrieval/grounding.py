@@ -10,19 +10,23 @@ caches are its own, so the graph, the index and the cache are the same after the
 
 from __future__ import annotations
 
+import builtins
 import copy
 from collections import ChainMap
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ctx_lsp.bind import Binder, Workspace, build_module_info
 from ctx_lsp.extract import extract
-from ctx_lsp.model import EdgeKind
+from ctx_lsp.model import EdgeKind, Node
 from ctx_lsp.retrieval.evidence import Frame
+from ctx_lsp.retrieval.text import split_identifier
 
 if TYPE_CHECKING:
     from ctx_lsp.graph import CodeGraph
 
+_BUILTIN_NAMES = frozenset(dir(builtins))
 TASK_DIR = "<task>"  # virtual paths of snippets: never a workspace path (no file is named like this)
 MAX_SNIPPETS = 12
 MAX_SNIPPET_CHARS = 20_000
@@ -70,7 +74,8 @@ def main_packages(ws: Workspace) -> list[str]:
     return sorted(sizes, key=lambda t: (-sizes[t], t))
 
 
-def bind_snippets(ws: Workspace, graph: CodeGraph, snippets: list[str]) -> list[Target]:
+def bind_snippets(ws: Workspace, graph: CodeGraph, snippets: list[str],
+                  find: Callable[[str], list[Node]] | None = None) -> list[Target]:
     """Targets named by code snippets: what their imports, calls, instantiations and subclasses
     resolve to in the workspace, in snippet order."""
     out: list[Target] = []
@@ -86,13 +91,32 @@ def bind_snippets(ws: Workspace, graph: CodeGraph, snippets: list[str]) -> list[
             binding = Binder(ov).bind_file(path)
         except (RecursionError, MemoryError, ValueError):
             continue
+        bound_at: set[tuple[int, int]] = set()
         for e in binding.edges:
             if e.kind == EdgeKind.CONTAINS.value or e.dst.startswith(TASK_DIR) or e.dst not in graph:
                 continue
             via, w = _VIA.get(e.kind, ("snippet-ref", 0.5))
             if e.kind == EdgeKind.IMPORTS.value and e.extra == ("*",):
                 continue  # the implicit star import names no one module
+            bound_at.add((e.line, e.col))
             out.append(Target(e.dst, via, w, e.line))
+        if find is None:
+            continue
+        # names the binder could not follow (an untyped receiver, a name the snippet never imports):
+        # a distinctive name still points at the few symbols that have it
+        local = set(ov.info[path].top)
+        for site in ov.info[path].facts.sites:
+            if (site.line, site.col) in bound_at:
+                continue
+            name = site.chain[-1].removesuffix("()")
+            if len(site.chain) == 1 and name in local or name in _BUILTIN_NAMES or len(name) < 4:
+                continue
+            if not (len(split_identifier(name)) > 1 or name[:1].isupper()):
+                continue  # `compile`, `get`: too common to name one symbol
+            found = [n for n in find(name) if n.name == name]
+            if 0 < len(found) <= 3:
+                for n in found:
+                    out.append(Target(n.id, "snippet-name", 0.5 / len(found), site.line))
     return out
 
 

@@ -19,6 +19,8 @@ from ctx_lsp.model import symbol_id
 _PLACEHOLDER = re.compile(r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdifrxXegGc%]|\{[^{}]*\}")
 _WORD = re.compile(r"[a-z0-9_]+(?:\.[a-z0-9_]+)*")
 _CODE = re.compile(r"^(?:[a-z_]+\.)?[A-Z]{1,2}\d{3,4}$")
+_KEY = re.compile(r"^-{0,2}[a-z][a-z0-9]*(?:[-_][a-z0-9]+)+$")
+MAX_KEY_HOLDERS = 12  # a key in more places than this is vocabulary, not a pointer
 MIN_WORDS = 3
 MAX_POSTINGS = 400  # a word in more literals than this is not used to find candidates
 
@@ -41,6 +43,7 @@ class LiteralIndex:
         self.by_path: dict[str, list[Literal]] = {}
         self.postings: dict[str, set[Literal]] = {}
         self.codes: dict[str, list[Literal]] = {}
+        self.keys: dict[str, list[Literal]] = {}  # option, setting and message names, without leading dashes
 
     def set_file(self, facts: FileFacts | None, path: str) -> None:
         for lit in self.by_path.pop(path, []):
@@ -50,23 +53,28 @@ class LiteralIndex:
                     holders.discard(lit)
                     if not holders:
                         del self.postings[w]
-            if lit.code:
-                self.codes[lit.text] = [x for x in self.codes.get(lit.text, []) if x is not lit]
-                if not self.codes[lit.text]:
-                    del self.codes[lit.text]
+            for table, key in ((self.codes, lit.text if lit.code else None), (self.keys, _key(lit.text))):
+                if key is None:
+                    continue
+                table[key] = [x for x in table.get(key, []) if x is not lit]
+                if not table[key]:
+                    del table[key]
         if facts is None:
             return
         out: list[Literal] = []
         for scope, line, text in facts.literals:
             stripped = text.strip()
             code = bool(_CODE.match(stripped))
-            words = frozenset(literal_words(stripped))
-            if not code and len(words) < MIN_WORDS:
+            key = _key(stripped)
+            words = frozenset(literal_words(stripped)) if key is None else frozenset()
+            if not code and key is None and len(words) < MIN_WORDS:
                 continue
             lit = Literal(symbol_id(path, scope) if scope else path, line, stripped, words, code)
             out.append(lit)
             if code:
                 self.codes.setdefault(stripped, []).append(lit)
+            if key is not None:
+                self.keys.setdefault(key, []).append(lit)
             for w in words:
                 self.postings.setdefault(w, set()).add(lit)
         self.by_path[path] = out
@@ -95,9 +103,20 @@ class LiteralIndex:
         out.sort(key=lambda x: (-x[1], -len(x[0].words), x[0].node_id, x[0].line))
         return out[:20]
 
+    def match_key(self, key: str) -> list[Literal]:
+        """Literals that are this option, setting or message name (`--ignore-paths`, `unused-import`);
+        none when the name is everywhere."""
+        k = _key(key.strip())
+        hits = self.keys.get(k, []) if k is not None else []
+        return hits if len(hits) <= MAX_KEY_HOLDERS else []
+
     def match_code(self, code: str) -> list[Literal]:
         """Literals that are this error code (`admin.E108`), or end with it after a namespace."""
         hits = list(self.codes.get(code, ()))
         if not hits and "." not in code:
             hits = [lit for text, lits in sorted(self.codes.items()) if text.endswith("." + code) for lit in lits]
         return hits[:20]
+
+
+def _key(text: str) -> str | None:
+    return text.lstrip("-") if _KEY.match(text) else None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+from ctx_lsp.retrieval.evidence import TaskEvidence
 from ctx_lsp.retrieval.generators import Query
 from ctx_lsp.retrieval.grounding import bind_snippets, map_frames
 
@@ -9,6 +12,7 @@ W_SNIPPET = 2.6
 W_TRACEBACK = 3.0
 W_LITERAL = 3.0
 W_CODE = 3.2
+W_KEY = 2.4
 MAX_SNIPPET_TARGETS = 40
 
 
@@ -23,7 +27,7 @@ class Snippets:
 
     def seed(self, q: Query) -> None:
         engine = q.retriever.engine
-        targets = bind_snippets(engine.index.ws, engine.graph, q.evidence.code)
+        targets = bind_snippets(engine.index.ws, engine.graph, q.evidence.code, engine.find_symbols)
         # a name used many times in the snippets is what they are about; the first use ranks ties
         counts: dict[str, int] = {}
         for t in targets:
@@ -37,7 +41,7 @@ class Snippets:
             q.cands.add(t.node_id, t.via, W_SNIPPET * t.weight * bonus)
             if not before:
                 added += 1
-            if t.node_id not in q.grounded and t.via != "snippet-import":
+            if t.node_id not in q.grounded and t.via not in ("snippet-import", "snippet-name"):
                 q.grounded.append(t.node_id)
         if targets:
             q.notes.append(f"snippets: {len(q.evidence.code)} bound, {len(counts)} targets")
@@ -69,7 +73,7 @@ class Literals:
 
     def applies(self, q: Query) -> bool:
         ev = q.evidence
-        return bool(ev.messages or ev.codes)
+        return bool(ev.messages or ev.codes or ev.quoted)
 
     def seed(self, q: Query) -> None:
         index = q.retriever.literal_index()
@@ -79,9 +83,28 @@ class Literals:
             for lit in hits[:6]:
                 q.cands.add(lit.node_id, "literal-code", W_CODE / (1 + 0.1 * (len(hits) - 1)))
                 found += 1
+        for key in _keys(q.evidence)[:30]:
+            hits = index.match_key(key)
+            for lit in hits[:6]:
+                q.cands.add(lit.node_id, "literal-key", W_KEY / (1 + 0.1 * (len(hits) - 1)))
+                found += 1
         for msg in q.evidence.messages[:20]:
             for lit, strength in index.match(msg)[:5]:
                 q.cands.add(lit.node_id, "literal-message", W_LITERAL * strength)
                 found += 1
         if found:
             q.notes.append(f"literals: {found} matches")
+
+
+def _keys(ev: TaskEvidence) -> list[str]:
+    """Option, setting and message names the task quotes (`--ignore-paths`, `unused-import`)."""
+    out: list[str] = []
+    for q in ev.quoted:
+        for part in re.findall(r"-{0,2}[a-z][a-z0-9]*(?:[-_][a-z0-9]+)+", q.split("=", 1)[0]):
+            if part not in out:
+                out.append(part)
+    for m in re.finditer(r"\((-{0,2}[a-z][a-z0-9]*(?:-[a-z0-9]+)+)\)|(?<![\w-])(--[a-z][a-z0-9-]+)", ev.text):
+        part = m.group(1) or m.group(2)
+        if part not in out:
+            out.append(part)
+    return out

@@ -1,0 +1,272 @@
+"""Task text in, grounded code out: evidence extraction, snippet binding through re-exports and base
+classes, traceback frames, the literal index, the planner on long text, the scope prior, the ranked
+`files` list, and that a query leaves the graph and the cache as they were."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ctx_lsp.engine import Engine
+from ctx_lsp.extract import extract
+from ctx_lsp.retrieval.engine import ALL_FEATURES
+from ctx_lsp.retrieval.evidence import extract_evidence
+from ctx_lsp.retrieval.literals import LiteralIndex
+from ctx_lsp.retrieval.plan import TEMPORAL_HISTORY, make_plan
+from tests.conftest import write_tree
+
+PROJECT = {
+    "shop/__init__.py": '"""A small shop."""\nfrom .pricing.discounts import apply_discount\n\n__all__ = ["apply_discount"]\n',
+    "shop/pricing/__init__.py": "",
+    "shop/pricing/discounts.py": (
+        "def apply_discount(total, rate):\n"
+        "    \"\"\"Reduce a total by a rate.\"\"\"\n"
+        "    if rate > 1:\n"
+        "        raise ValueError(f\"rate {rate} is above one\")\n"
+        "    return total * (1 - rate)\n"
+    ),
+    "shop/pricing/taxes.py": "def with_tax(amount, rate=0.2):\n    # discount and total words, to tempt a lexical ranker\n    return amount * (1 + rate)\n",
+    "shop/models/__init__.py": "",
+    "shop/models/base.py": (
+        "class Model:\n"
+        "    def save(self, using=None):\n"
+        "        self.validate()\n"
+        "        return self._store(using)\n\n"
+        "    def validate(self):\n        return True\n\n"
+        "    def _store(self, using):\n        return using\n"
+    ),
+    "shop/models/order.py": (
+        "from shop.models.base import Model\n\n\n"
+        "class Order(Model):\n"
+        "    def __init__(self, total):\n        self.total = total\n"
+    ),
+    "shop/checks.py": (
+        "def check_discounts(orders):\n"
+        "    errors = []\n"
+        "    for o in orders:\n"
+        "        if o.discount > o.total:\n"
+        "            errors.append(Error('Discount of %s must not exceed the order total %s.' % (o.discount, o.total),\n"
+        "                                id='shop.E042'))\n"
+        "    return errors\n\n\n"
+        "class Error:\n    def __init__(self, msg, id=None):\n        self.msg, self.id = msg, id\n"
+    ),
+    "shop/report.py": "def report(orders):\n    # order total discount discount total order save model\n    return [o.total for o in orders]\n",
+    "examples/discount_demo.py": (
+        "# apply discount to an order total: a demo of the discount total order save model\n"
+        "from shop import apply_discount\n\nprint(apply_discount(100, 0.1))  # discount total\n"
+    ),
+    "setup.py": "# discount total order save model shop\nfrom setuptools import setup\nsetup(name='shop')\n",
+    "tests/test_discounts.py": "from shop import apply_discount\n\ndef test_discount_total():\n    assert apply_discount(100, 0.5) == 50\n",
+}
+
+TRACEBACK_ISSUE = """apply_discount crashes on a large rate
+
+Description
+
+When I call the pricing helper with a rate above one I get this:
+
+Traceback (most recent call last):
+  File "/home/me/app/run.py", line 3, in <module>
+    main()
+  File "/usr/lib/python3.11/site-packages/shop/pricing/discounts.py", line 4, in apply_discount
+    raise ValueError(f"rate {rate} is above one")
+ValueError: rate 3 is above one
+
+It worked before v1.2, and again in the previous release. Expected: a clear error.
+"""
+
+SNIPPET_ISSUE = """Saving an order stores nothing
+
+The order total is not saved, we lose every order. Steps to reproduce:
+
+```python
+>>> from shop import apply_discount
+>>> from shop.models.order import Order
+>>> o = Order(apply_discount(100, 0.1))
+>>> o.save()
+None
+```
+
+I expected the order to be stored when I save it.
+"""
+
+CODE_ISSUE = """Check shop.E042 fires for valid orders
+
+Our discount total looks right, yet the check says "must not exceed the order total" for an order
+with a zero discount. The error code is shop.E042 and the full message is: Discount of 0 must not
+exceed the order total 10.
+"""
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
+    root = tmp_path_factory.mktemp("shop")
+    write_tree(root, PROJECT)
+    e = Engine(root, cache_dir=tmp_path_factory.mktemp("cache"))
+    e.open()
+    return e
+
+
+def _ctx(e: Engine, text: str, features: frozenset[str] = ALL_FEATURES) -> dict:
+    with e.lock:
+        return e.retriever.context(text, 8000, record=False, features=features)
+
+
+# -- evidence ---------------------------------------------------------------------------------
+
+
+def test_evidence_reads_code_blocks_doctests_tracebacks_and_codes() -> None:
+    ev = extract_evidence(TRACEBACK_ISSUE)
+    assert [f.function for f in ev.frames] == ["<module>", "apply_discount"]
+    assert ev.frames[-1].path.endswith("site-packages/shop/pricing/discounts.py") and ev.frames[-1].line == 4
+    assert ("ValueError", "rate 3 is above one") in ev.exceptions
+    assert "1.2" in ev.versions
+    ev = extract_evidence(SNIPPET_ISSUE)
+    assert ev.code == ["from shop import apply_discount\nfrom shop.models.order import Order\n"
+                       "o = Order(apply_discount(100, 0.1))\no.save()"]  # doctest output dropped
+    ev = extract_evidence(CODE_ISSUE)
+    assert ev.codes == ["shop.E042"]
+    assert "must not exceed the order total" in ev.messages
+
+
+def test_evidence_finds_code_pasted_without_markup_and_in_trac_blocks() -> None:
+    text = ("Crash on save.\nDescription\n\t\nTake this model:\nfrom django.db import models\n"
+            "class Readable(models.Model):\n\ttitle = models.CharField(max_length=200)\nAnd then it fails with "
+            "django.core.exceptions.FieldError: Local field 'title' clashes.\n{{{\n#!python\nx = f(1)\n}}}\n")
+    ev = extract_evidence(text)
+    assert "from django.db import models\nclass Readable(models.Model):\n    title = models.CharField(max_length=200)" in ev.code
+    assert "x = f(1)" in ev.code
+    assert ("django.core.exceptions.FieldError", "Local field 'title' clashes.") in ev.exceptions
+
+
+def test_evidence_is_linear_and_tolerant() -> None:
+    t = time.perf_counter()
+    ev = extract_evidence("```\n" + "x = (\n" * 20000 + "```\n" + "word " * 100_000)
+    assert time.perf_counter() - t < 10  # broken code and 600 KB of text: bounded, no exception
+    assert ev.text
+
+
+# -- planner ------------------------------------------------------------------------------------
+
+
+def test_planner_treats_issue_text_as_a_task_not_a_session_question() -> None:
+    plan = make_plan(TRACEBACK_ISSUE)
+    assert plan.task and plan.trigger != TEMPORAL_HISTORY  # "before", "again", "previous" are about versions
+    session = make_plan("Earlier in this session we looked at the discount code. Which function applied the rate? "
+                        "I want to see it again, with the callers of it, since it changed since then.")
+    assert session.task and session.trigger == TEMPORAL_HISTORY
+    short = make_plan("what did we look at before")
+    assert not short.task and short.trigger == TEMPORAL_HISTORY  # short questions keep their behaviour
+
+
+# -- literals -----------------------------------------------------------------------------------
+
+
+def test_literal_index_matches_format_strings_and_codes() -> None:
+    index = LiteralIndex()
+    index.set_file(extract("shop/checks.py", PROJECT["shop/checks.py"]), "shop/checks.py")
+    hits = index.match("Discount of 0 must not exceed the order total 10.")
+    assert hits and hits[0][0].node_id == "shop/checks.py::check_discounts"
+    assert [lit.node_id for lit in index.match_code("shop.E042")] == ["shop/checks.py::check_discounts"]
+    assert [lit.node_id for lit in index.match_code("E042")] == ["shop/checks.py::check_discounts"]
+    assert index.match("an unrelated sentence about weather today") == []
+    index.set_file(None, "shop/checks.py")  # removal leaves nothing behind
+    assert index.match_code("shop.E042") == [] and not index.postings
+
+
+# -- grounding through the engine -----------------------------------------------------------------
+
+
+def test_traceback_innermost_project_frame_ranks_first(engine: Engine) -> None:
+    pack = _ctx(engine, TRACEBACK_ISSUE)
+    assert pack["files"][0]["path"] == "shop/pricing/discounts.py"
+    vias = {r["via"] for r in pack["files"][0]["reasons"]}
+    assert "traceback" in vias
+    assert pack["plan"]["trigger"] != TEMPORAL_HISTORY
+    assert pack["items"][0]["path"] == "shop/pricing/discounts.py"  # items follow the file ranking
+
+
+def test_snippet_binds_through_reexport_and_base_class(engine: Engine) -> None:
+    pack = _ctx(engine, SNIPPET_ISSUE)
+    reasons = {(it["symbol"], r["via"]) for it in pack["items"] for r in it["reasons"]}
+    assert ("apply_discount", "snippet-call") in reasons  # `from shop import apply_discount`: the re-export
+    assert ("Model.save", "snippet-call") in reasons  # `Order(...).save()`: found on the base class
+    paths = [f["path"] for f in pack["files"]]
+    assert paths.index("shop/models/base.py") < paths.index("shop/report.py")
+    # without the snippet generator, the base class is not found by name (nothing in the text says Model)
+    plain = _ctx(engine, SNIPPET_ISSUE, ALL_FEATURES - {"snippets"})
+    assert not any(r["via"].startswith("snippet") for it in plain["items"] for r in it["reasons"])
+
+
+def test_error_code_and_message_find_the_check(engine: Engine) -> None:
+    pack = _ctx(engine, CODE_ISSUE)
+    assert pack["files"][0]["path"] == "shop/checks.py"
+    assert any(r["via"] == "literal" for r in pack["files"][0]["reasons"])
+
+
+def test_scope_prior_puts_package_code_above_examples_and_setup(engine: Engine) -> None:
+    text = ("Discount total is wrong for an order\n\nThe discount total of an order is wrong when I save the "
+            "model. The order total discount should be the total minus the discount.\n")
+    pack = _ctx(engine, text)
+    paths = [f["path"] for f in pack["files"]]
+    assert "examples/discount_demo.py" in paths and "setup.py" in paths
+    for peripheral in ("examples/discount_demo.py", "setup.py"):
+        f = next(f for f in pack["files"] if f["path"] == peripheral)
+        assert any(r["via"] == "scope-prior" for r in f["reasons"])
+    off = _ctx(engine, text, ALL_FEATURES - {"scope"})
+    rank = {f["path"]: i for i, f in enumerate(pack["files"])}
+    rank_off = {f["path"]: i for i, f in enumerate(off["files"])}
+    assert rank["examples/discount_demo.py"] > rank_off["examples/discount_demo.py"]
+    # named by the task: no penalty
+    named = _ctx(engine, text + "\nSee examples/discount_demo.py for the demo.\n")
+    f = next(f for f in named["files"] if f["path"] == "examples/discount_demo.py")
+    assert not any(r["via"] == "scope-prior" for r in f["reasons"])
+
+
+def test_files_list_is_deterministic_and_short_questions_keep_items_order(engine: Engine) -> None:
+    a = _ctx(engine, SNIPPET_ISSUE)
+    b = _ctx(engine, SNIPPET_ISSUE)
+    assert a["files"] == b["files"] and [i["symbol"] for i in a["items"]] == [i["symbol"] for i in b["items"]]
+    short = _ctx(engine, "who calls apply_discount")
+    assert "task" not in short["plan"]
+    first_seen: list[str] = []
+    for it in short["items"]:
+        if it["path"] not in first_seen:
+            first_seen.append(it["path"])
+    assert [f["path"] for f in short["files"]] == first_seen
+
+
+def test_a_task_query_changes_neither_graph_nor_cache(engine: Engine) -> None:
+    before = engine.graph.snapshot()
+    ws_info = dict(engine.index.ws.info)
+    class_cache = dict(engine.index.ws._class_cache)
+    cache_file = engine.index.store.path
+    stat = cache_file.stat()
+    for text in (SNIPPET_ISSUE, TRACEBACK_ISSUE, CODE_ISSUE, "```python\nclass Mine(Order):\n    def save(self):\n"
+                 "        super().save()\n```\nSubclassing Order and overriding save breaks.\n" + "More text. " * 20):
+        _ctx(engine, text)
+    assert engine.graph.snapshot() == before
+    assert dict(engine.index.ws.info) == ws_info and not any(k.startswith("<task>") for k in engine.index.ws.info)
+    assert dict(engine.index.ws._class_cache) == class_cache
+    assert cache_file.stat().st_mtime_ns == stat.st_mtime_ns and cache_file.stat().st_size == stat.st_size
+
+
+def test_every_generator_can_be_switched_off(engine: Engine) -> None:
+    for name in sorted(ALL_FEATURES):
+        pack = _ctx(engine, SNIPPET_ISSUE, ALL_FEATURES - {name})
+        assert pack["files"], name
+
+
+def test_cli_context_json_has_files(tmp_path: Path) -> None:
+    write_tree(tmp_path / "ws", PROJECT)
+    out = subprocess.run([sys.executable, "-m", "ctx_lsp", "context", "--root", str(tmp_path / "ws"),
+                          "--cache-dir", str(tmp_path / "cache"), "--json", "-"], input=TRACEBACK_ISSUE,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    pack = json.loads(out.stdout)
+    assert pack["files"][0]["path"] == "shop/pricing/discounts.py"
