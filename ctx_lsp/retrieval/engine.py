@@ -370,7 +370,7 @@ class Retriever:
         if node is None:
             return {"query": f"{path}:{line}", "plan": {"trigger": EXPLICIT_SYMBOL, "operators": [], "mentions": []},
                     "budget": budget, "tokens": 0, "stale": self.stale, "dirty_files": self.engine.index.dirty_files(),
-                    "items": [], "timings_ms": {}, "reason": "no symbol at this position"}
+                    "files": [], "items": [], "timings_ms": {}, "reason": "no symbol at this position"}
         label = node.qualname or node.path
         plan = Plan(f"context of {label}", EXPLICIT_SYMBOL, ["definition", "callers", "callees", "tests"], [label])
         cands = Candidates()
@@ -387,7 +387,8 @@ class Retriever:
         self.working.touch(node.id)
         return {"query": plan.query, "plan": plan.to_json(), "budget": budget,
                 "tokens": sum(i["tokens"] for i in out_items), "stale": self.stale,
-                "dirty_files": self.engine.index.dirty_files(), "items": out_items, "timings_ms": _timings(t)}
+                "dirty_files": self.engine.index.dirty_files(), "files": _files_of(out_items), "items": out_items,
+                "timings_ms": _timings(t)}
 
     def bm25_files(self, query: str, top_n: int = 10) -> list[dict[str, Any]]:
         """Files ranked by their best BM25 chunk (for semantic_search tools)."""

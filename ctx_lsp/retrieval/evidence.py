@@ -57,13 +57,17 @@ class TaskEvidence:
 
 
 def is_task_text(text: str) -> bool:
+    """A task, not a question: several lines of some length, a long text, or three sentences. A
+    one-line question (ending in "?") stays a question however it is phrased."""
     t = text.strip()
-    if "\n" in t and len(t) > 120:
+    if "\n" in t and len(t) > 120 or len(t) > 400:
         return True
-    sentences = len(re.findall(r"[.!?](?:\s|$)", t))
-    return len(t) > 280 or sentences >= 3
+    if t.endswith("?"):
+        return False
+    return len(_SENTENCE_END.findall(t)) >= 3
 
 
+_SENTENCE_END = re.compile(r"(?<![.\w]\.)(?<!\.\.)[.!?](?=\s+[A-Z]|\s*$)")
 _FENCE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
 _TRAC = re.compile(r"\{\{\{[ \t]*\n?(?:#!([\w-]+)[^\n]*\n)?(.*?)\}\}\}", re.S)
 _FRAME = re.compile(r'^\s*File "([^"\n]+)", line (\d+)(?:, in ([^\s\n]+))?', re.M)

@@ -15,14 +15,25 @@ def _reason_line(item: dict[str, Any]) -> str:
 
 def to_markdown(pack: dict[str, Any]) -> str:
     plan = pack.get("plan", {})
+    query = pack["query"]
+    if plan.get("task"):
+        # a pasted issue: its first line names it; the reader has the rest already
+        first = query.strip().split("\n", 1)[0]
+        query = first[:160] + ("…" if len(first) > 160 or "\n" in query.strip() else "")
+    mentions = plan.get("mentions", [])
+    shown = ", ".join(mentions[:12]) + (f", … ({len(mentions)} in all)" if len(mentions) > 12 else "")
     lines = [
-        f"# Context for: {pack['query']}",
+        f"# Context for: {query}",
         "",
         f"_plan: {plan.get('trigger')}; operators: {', '.join(plan.get('operators', [])) or '-'}; "
-        f"mentions: {', '.join(plan.get('mentions', [])) or '-'}; {pack['tokens']}/{pack['budget']} tokens"
+        f"mentions: {shown or '-'}; {pack['tokens']}/{pack['budget']} tokens"
         + ("; index is still building (stale)" if pack.get("stale") else "") + "_",
         "",
     ]
+    if plan.get("task") and pack.get("files"):
+        lines.append("Files, best first: " + ", ".join(
+            f"`{f['path']}` ({', '.join(r['via'] for r in f['reasons'][:2])})" for f in pack["files"][:10]))
+        lines.append("")
     for item in pack["items"]:
         sym = f" `{item['symbol']}`" if item.get("symbol") else ""
         lines.append(f"## {item['path']}:{item['start_line']}-{item['end_line']}{sym} ({item['kind']}, {item['detail']})")

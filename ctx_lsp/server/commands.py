@@ -20,7 +20,7 @@ SITE_RELATIONS = ("callers", "references", "importers")  # located at the edge's
 
 def empty_pack(query: str, budget: int, reason: str, stale: bool = False) -> dict[str, Any]:
     return {"query": query, "plan": None, "budget": budget, "tokens": 0, "stale": stale, "dirty_files": [],
-            "items": [], "timings_ms": {}, "reason": reason}
+            "files": [], "items": [], "timings_ms": {}, "reason": reason}
 
 
 def _finish_pack(ctx: Ctx, pack: dict[str, Any]) -> dict[str, Any]:
