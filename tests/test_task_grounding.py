@@ -162,6 +162,9 @@ def test_planner_treats_issue_text_as_a_task_not_a_session_question() -> None:
     assert session.task and session.trigger == TEMPORAL_HISTORY
     short = make_plan("what did we look at before")
     assert not short.task and short.trigger == TEMPORAL_HISTORY  # short questions keep their behaviour
+    nameless = make_plan('Who calls the function under src/pkg/ that takes three parameters and returns Response, '
+                         'documented as "... a ... dictionary on a given piece of data. It is used. Often."?')
+    assert not nameless.task and nameless.operators == ["callers"]  # one question, however long
 
 
 # -- literals -----------------------------------------------------------------------------------

@@ -273,7 +273,8 @@ class Retriever:
             if q.evidence.prose.strip() and q.evidence.prose != q.plan.query:
                 extra["prose-bm25"] = dict(self.file_lexical.search(q.evidence.prose, top=LEXICAL_FILES))
             chunks: dict[str, float] = {}
-            for node_id, score in self.lexical.search(q.plan.query, top=200):
+            hits = q.chunk_hits if q.chunk_hits is not None else self.lexical.search(q.plan.query, top=200)
+            for node_id, score in hits:
                 p = node_id.split("::", 1)[0]
                 chunks[p] = max(chunks.get(p, 0.0), score)
             extra["chunk-bm25"] = chunks
@@ -411,11 +412,15 @@ def _named_paths(q: Query) -> Callable[[str], bool]:
     ev = q.evidence
     named = [p.lstrip("./") for p in ev.paths] + [d.replace(".", "/") for d in ev.dotted]
     named += [f.path for f in ev.frames]
+    suffixes: set[str] = set()
+    for n in named:
+        parts = [x for x in n.split("/") if x]
+        suffixes.update("/".join(parts[i:]) for i in range(len(parts)))
 
     def is_named(path: str) -> bool:
         stem = path[:-3] if path.endswith(".py") else path
         folder = path.rpartition("/")[0]
-        return any(n and (n.endswith(path) or n.endswith(stem) or (folder and n.endswith(folder))) for n in named)
+        return path in suffixes or stem in suffixes or (bool(folder) and folder in suffixes)
 
     return is_named
 

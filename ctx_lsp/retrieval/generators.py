@@ -27,6 +27,8 @@ from ctx_lsp.retrieval.seeds import (
 if TYPE_CHECKING:
     from ctx_lsp.retrieval.engine import Retriever
 
+TASK_CHUNKS = 200  # chunk BM25 hits kept for task text: seeds and the file ranking's chunk-bm25
+
 
 @dataclass
 class Query:
@@ -41,6 +43,7 @@ class Query:
     lexical: list[str] = field(default_factory=list)  # chunk BM25 hits, best first
     grounded: list[str] = field(default_factory=list)  # evidence targets (snippets, frames, literals)
     notes: list[str] = field(default_factory=list)  # which generators ran and what they found
+    chunk_hits: list[tuple[str, float]] | None = None  # task text: the chunk BM25 ranking, best first
 
     def prior(self, node_id: str) -> float:
         return self.retriever.prior(self.plan, self.features)(node_id)
@@ -100,8 +103,11 @@ class Lexical:
         return True
 
     def seed(self, q: Query) -> None:
-        top = 24 if q.plan.task else (12 if q.resolved else 16)
-        q.lexical = lexical_seeds(q.retriever, q.plan, q.cands, top=top)
+        if q.plan.task:
+            q.chunk_hits = q.retriever.lexical.search(q.plan.query, top=TASK_CHUNKS)
+            q.lexical = lexical_seeds(q.retriever, q.plan, q.cands, top=24, hits=q.chunk_hits)
+        else:
+            q.lexical = lexical_seeds(q.retriever, q.plan, q.cands, top=12 if q.resolved else 16)
         if q.resolved and q.plan.trigger == EXPLICIT_SYMBOL and not q.plan.task:
             for nid in q.lexical:
                 for reason in q.cands.pool[nid].reasons:

@@ -104,7 +104,7 @@ class LexicalIndex:
                 continue  # a term in a fifth of all chunks adds cost, not signal
             idf = self.idf(term)
             if len(posting) > COMMON_POSTINGS and scores:
-                ids = [i for i in scores if i in posting]
+                ids = scores.keys() & posting  # a set operation: long task texts have many common terms
             for node_id in ids:
                 ch = self.chunks[node_id]
                 f = ch.tf[term]

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 W_EXACT = 3.0
 W_CI = 2.4
 W_FUZZY = 1.4
+MAX_TASK_FUZZY = 8
 W_BM25 = 2.0
 W_WORKING = 0.6
 W_EPISODIC = 2.2
@@ -27,6 +28,7 @@ def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
     engine = r.engine
     g = engine.graph
     resolved: list[str] = []
+    fuzzy = 0
     for m in plan.mentions:
         if m.endswith(".py"):
             hits = [p for p in g.file_nodes if p == m or p.endswith("/" + m)]
@@ -58,6 +60,9 @@ def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
                 resolved.append(n.id)
             continue
         short = m.split(".")[-1]
+        fuzzy += 1
+        if plan.task and fuzzy > MAX_TASK_FUZZY:
+            continue  # a long task names many things that are no symbol; typos are rarer than that
         close = difflib.get_close_matches(short.lower(), r.names_like(short), n=3, cutoff=0.85)
         for name in close:
             for n in g.symbols_named(name)[:2]:
@@ -96,8 +101,11 @@ def describe_text(plan: Plan) -> str:
     return " ".join([plan.query] + plan.concepts)
 
 
-def lexical_seeds(r: Retriever, plan: Plan, cands: Candidates, top: int = 12) -> list[str]:
-    hits = r.lexical.search(describe_text(plan), top=top)
+def lexical_seeds(r: Retriever, plan: Plan, cands: Candidates, top: int = 12,
+                  hits: list[tuple[str, float]] | None = None) -> list[str]:
+    """The best BM25 chunks as seeds; `hits` when the search already ran (task text ranks files
+    from the same search)."""
+    hits = r.lexical.search(describe_text(plan), top=top) if hits is None else hits[:top]
     if not hits:
         return []
     best = hits[0][1]
