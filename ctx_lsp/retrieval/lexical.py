@@ -113,22 +113,26 @@ class LexicalIndex:
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         return ranked[:top]
 
-    def best_in(self, query: str, path: str) -> str | None:
-        """The chunk of one file that scores best for a query (None when no chunk shares a term)."""
+    def best_chunks(self, query: str, path: str, n: int = 3) -> list[str]:
+        """The chunks of one file that score best for a query, best first (symbols only: the file's
+        own chunk is its module text)."""
         ids = self.by_path.get(path)
         if not ids:
-            return None
+            return []
         q = Counter(terms(query))
-        n = len(self.chunks)
-        avgdl = self.total_len / n if n else 1.0
-        best: tuple[float, str] | None = None
+        total = len(self.chunks)
+        avgdl = self.total_len / total if total else 1.0
+        scored: list[tuple[float, str]] = []
         for node_id in ids:
+            if node_id == path:
+                continue
             ch = self.chunks[node_id]
             s = 0.0
             for term, mult in q.items():
                 f = ch.tf.get(term)
                 if f:
                     s += mult * self.idf(term) * f * (K1 + 1) / (f + K1 * (1 - B + B * ch.length / avgdl))
-            if s > 0 and (best is None or s > best[0] or (s == best[0] and node_id < best[1])):
-                best = (s, node_id)
-        return best[1] if best else None
+            if s > 0:
+                scored.append((-s, node_id))
+        scored.sort()
+        return [nid for _, nid in scored[:n]]
