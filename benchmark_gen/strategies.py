@@ -26,6 +26,7 @@ from rank_bm25 import BM25Okapi
 from benchmark_gen.common import code_tokens, read_text, token_counter
 from ctx_lsp.engine import Engine
 from ctx_lsp.model import EdgeKind
+from ctx_lsp.retrieval.engine import ALL_FEATURES
 
 IMP = EdgeKind.IMPORTS.value
 CONTAINS = EdgeKind.CONTAINS.value
@@ -40,7 +41,7 @@ ENGINE_ROWS: list[tuple[str, str, frozenset[str]]] = [
     ("engine_history_tests", "engine: + history and tests", frozenset({"lexical", "symbols", "edges", "history_tests"})),
     ("engine_hops", "engine: + iterative hops",
      frozenset({"lexical", "symbols", "edges", "history_tests", "hops"})),
-    ("engine_full", "engine: full", frozenset({"lexical", "symbols", "edges", "history_tests", "hops", "memory"})),
+    ("engine_full", "engine: full", ALL_FEATURES),
 ]
 BASELINES: list[tuple[str, str]] = [
     ("full", "full context (every file)"),

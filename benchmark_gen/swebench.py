@@ -171,7 +171,10 @@ def run_instance(run: RepoRun, inst: dict[str, Any], budget: int, features: froz
     kind, index_s = run.index()
     t1 = time.perf_counter()
     pack = run.query(inst["problem_statement"], budget, features)
-    query_ms = 1000 * (time.perf_counter() - t1)
+    query_ms = 1000 * (time.perf_counter() - t1)  # the first query after the update: index upkeep included
+    t1 = time.perf_counter()
+    run.query(inst["problem_statement"], budget, features)
+    warm_ms = 1000 * (time.perf_counter() - t1)  # the same query again: retrieval alone
     t2 = time.perf_counter()
     run.corpus.update(run.tree, lay.entries)
     baseline_s = time.perf_counter() - t2
@@ -202,7 +205,7 @@ def run_instance(run: RepoRun, inst: dict[str, Any], budget: int, features: froz
         "missing_blobs": lay.missing, "rankings": rankings,
         "timings": {"layout_s": layout_s, "files_written": len(lay.written), "files_deleted": len(lay.deleted),
                     "index_kind": kind, "index_s": index_s, "cache_was_warm": run.cache_was_warm,
-                    "query_ms": query_ms, "baseline_update_s": baseline_s, "baseline_query_ms": baseline_ms,
+                    "query_ms": query_ms, "warm_query_ms": warm_ms, "baseline_update_s": baseline_s, "baseline_query_ms": baseline_ms,
                     "ablation_query_ms": ablation_ms},
     }
 
