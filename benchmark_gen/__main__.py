@@ -1,4 +1,4 @@
-"""`python -m benchmark_gen {speed,generate,evaluate,verify-edges,swebench} ...`: headless benchmarks over the core."""
+"""`python -m benchmark_gen {speed,generate,evaluate,verify-edges,swebench,swebench-merge} ...`: headless benchmarks over the core."""
 
 from __future__ import annotations
 
@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-pyright", action="store_true", help="skip the pyright (static) oracle")
     p.add_argument("--no-jedi", action="store_true", help="measure the static binder only (skip jedi refinement)")
 
+    p = sub.add_parser("swebench-merge", help="one report from swebench --json files of disjoint runs")
+    p.add_argument("files", nargs="+", metavar="RUN.json")
+    p.add_argument("--json", default=None, help="the merged report (JSON)")
+    p.add_argument("--markdown", default=None, help="the merged markdown report (also printed)")
+
     p = sub.add_parser("swebench", help="file/function localization on SWE-bench instances (engine vs BM25)")
     p.add_argument("data", metavar="DATA.jsonl")
     p.add_argument("--per-repo", type=int, default=None, help="first N instances per repository (instance_id order)")
@@ -91,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmark_gen.verify_edges import run_verify_edges
 
         return run_verify_edges(args)
+    if args.command == "swebench-merge":
+        from benchmark_gen.swebench import run_merge
+
+        return run_merge(args)
     if args.command == "swebench":
         from benchmark_gen.swebench import run_swebench
 

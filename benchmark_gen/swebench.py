@@ -277,3 +277,42 @@ def run_swebench(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return 0 if results else 1
+
+
+def run_merge(args: argparse.Namespace) -> int:
+    """Runs over disjoint sets of repositories (one process each, in parallel) as one report: the
+    instances and errors of each run, aggregated again. The runs must share budget and features."""
+    runs = []
+    for name in args.files:
+        try:
+            runs.append(json.loads(Path(name).read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            print(f"swebench-merge: cannot read {name}: {exc}", file=sys.stderr)
+            return 2
+    keys = {(r["config"]["budget"], tuple(r["config"]["features"]), tuple(r["config"]["ablate"])) for r in runs}
+    if len(keys) != 1:
+        print("swebench-merge: the runs differ in budget, features or ablation", file=sys.stderr)
+        return 2
+    seen: set[str] = set()
+    results: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    for r in runs:
+        for inst in r["instances"]:
+            if inst["instance_id"] in seen:
+                print(f"swebench-merge: {inst['instance_id']} is in more than one run", file=sys.stderr)
+                return 2
+            seen.add(inst["instance_id"])
+            results.append(inst)
+        errors += r["errors"]
+    results.sort(key=lambda x: x["instance_id"])
+    config = dict(runs[0]["config"], repos=sorted({x["repo"] for x in results}), selected=len(results) + len(errors),
+                  merged=[Path(n).name for n in args.files])
+    out = report(results, errors, config)
+    out["timings"] = {"wall_s": sum(r.get("timings", {}).get("wall_s", 0.0) for r in runs)}
+    md = markdown(out["aggregates"], errors, config)
+    sys.stdout.write(md)
+    if args.markdown:
+        Path(args.markdown).write_text(md, encoding="utf-8")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return 0

@@ -434,3 +434,26 @@ def test_retrieval_dependent_engine_ranks_gold_file_first(lane: dict[str, Any], 
     res = {r["instance_id"]: r for r in lane["report_a"]["instances"]}[instance_id]
     ranks = res["rankings"]["engine"]["file_ranks"]
     assert list(ranks.values()) == [1], (res["rankings"]["engine"]["files"], res["gold_files"])
+
+
+def test_merge_of_split_runs_equals_one_run(lane: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    whole, _, _ = _run(lane, "m-all", capsys)
+    ids = sorted(x["instance_id"] for x in whole["instances"])
+    parts = []
+    for i, chunk in enumerate((ids[:1], ids[1:])):
+        out = lane["root"] / f"m-{i}.json"
+        rc = main(["swebench", str(lane["data"]), "--work", str(lane["root"] / "work-m-all"), "--ids", ",".join(chunk),
+                   "--json", str(out)])
+        assert rc == 0
+        parts.append(str(out))
+    capsys.readouterr()
+    merged_path = lane["root"] / "merged.json"
+    assert main(["swebench-merge", *parts, "--json", str(merged_path)]) == 0
+    merged = json.loads(merged_path.read_text())
+    assert [x["instance_id"] for x in merged["instances"]] == ids
+    strip = _strip_timings
+    assert strip(merged["aggregates"]) == strip(whole["aggregates"])
+    # the same instance in two runs is refused, not counted twice
+    capsys.readouterr()
+    assert main(["swebench-merge", parts[0], parts[0]]) == 2
+    assert "more than one run" in capsys.readouterr().err
