@@ -39,10 +39,8 @@ ALL_FEATURES = frozenset({"lexical", "symbols", "edges", "history_tests", "hops"
 FILE_TOP = 20
 LEXICAL_FILES = 100
 NEAR_TOP = 3
-IN_FILE_TOP = 5  # leading files that offer their best lexical chunks
-IN_FILE_CHUNKS = 3
-IN_FILE_DECAY = 0.6  # the j-th candidate of a file scores 1/(1 + 0.6 j) of its file's share
-REL_FLOOR = 0.1
+IN_FILE_TOP = 10  # leading files that get an item even when only their text matched
+REL_FLOOR = 0.3  # a candidate outside the ranked files keeps this share of its score
 _SYMBOL_KINDS = (NodeKind.CLASS.value, NodeKind.FUNCTION.value, NodeKind.METHOD.value)
 
 
@@ -309,33 +307,25 @@ class Retriever:
 
     def _order_by_files(self, q: Query, ranked: list[Candidate], files: list[dict[str, Any]],
                         rel: dict[str, float]) -> list[Candidate]:
-        """Items follow the file ranking: a candidate scores by its file's share of the best file's
-        score and its rank inside the file (the best symbol of the second file comes before the
-        fourth of the first). The leading files also offer their best lexical chunks, so a file the
-        generators reached only as a whole still shows the code the task is about."""
-        top = ranked[0].score if ranked else 1.0
-        by_file: dict[str, list[Candidate]] = {}
+        """Items follow the file ranking: a candidate's score is scaled by its file's share of the
+        best file's score. A leading file no generator reached still shows its best lexical chunk.
+        (Ordering by file first, then by rank inside the file, lost 4.5 points of function Acc@5 on
+        the django dev split: the best candidates of the second file often beat the first file's rest.)"""
         for c in ranked:
-            by_file.setdefault(c.node_id.split("::", 1)[0], []).append(c)
+            c.score *= REL_FLOOR + (1 - REL_FLOOR) * rel.get(c.node_id.split("::", 1)[0], 0.0)
+        have = {c.node_id.split("::", 1)[0] for c in ranked}
+        top = max((c.score for c in ranked), default=1.0)
         for f in files[:IN_FILE_TOP]:
-            path = f["path"]
-            have = {c.node_id for c in by_file.get(path, [])}
-            for node_id in self.lexical.best_chunks(q.plan.query, path, IN_FILE_CHUNKS):
-                if node_id not in have and node_id in self.engine.graph:
-                    c = q.cands.add(node_id, "file-rank", 0.0)
-                    by_file.setdefault(path, []).append(c)
-            if not by_file.get(path) and path in self.engine.graph:
-                by_file[path] = [q.cands.add(path, "file-rank", 0.0)]
-        out: list[Candidate] = []
-        for path, cs in by_file.items():
-            share = max(rel.get(path, 0.0), REL_FLOOR)
-            # symbols before their file's own node (its header), then by the candidates' own scores
-            cs.sort(key=lambda c: ("::" not in c.node_id, -c.score, c.node_id))
-            for j, c in enumerate(cs):
-                c.score = top * share / (1 + IN_FILE_DECAY * j)
-                out.append(c)
-        out.sort(key=lambda c: (-c.score, c.hops, c.node_id))
-        return out
+            if f["path"] in have:
+                continue
+            chunks = self.lexical.best_chunks(q.plan.query, f["path"], 1)
+            node_id = chunks[0] if chunks else f["path"]
+            if node_id in self.engine.graph:
+                c = q.cands.add(node_id, "file-rank", 0.0)
+                c.score = 0.5 * top * rel[f["path"]]
+                ranked.append(c)
+        ranked.sort(key=lambda c: (-c.score, c.hops, c.node_id))
+        return ranked
 
     def _files_in(self, folder: str) -> list[str]:
         if self._folders_rev != self.engine.graph.revision:
