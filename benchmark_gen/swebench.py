@@ -270,12 +270,7 @@ def run_swebench(args: argparse.Namespace) -> int:
               "ablate": ablate, "selected": len(chosen)}
     out = report(results, errors, config)
     out["timings"] = {"wall_s": time.perf_counter() - t0}
-    md = markdown(out["aggregates"], errors, config)
-    sys.stdout.write(md)
-    if args.markdown:
-        Path(args.markdown).write_text(md, encoding="utf-8")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    _write(out, errors, config, args)
     return 0 if results else 1
 
 
@@ -309,10 +304,15 @@ def run_merge(args: argparse.Namespace) -> int:
                   merged=[Path(n).name for n in args.files])
     out = report(results, errors, config)
     out["timings"] = {"wall_s": sum(r.get("timings", {}).get("wall_s", 0.0) for r in runs)}
+    _write(out, errors, config, args)
+    return 0
+
+
+def _write(out: dict[str, Any], errors: list[dict[str, Any]], config: dict[str, Any], args: argparse.Namespace) -> None:
+    """The markdown report on stdout (and --markdown), the whole report as JSON (--json)."""
     md = markdown(out["aggregates"], errors, config)
     sys.stdout.write(md)
     if args.markdown:
         Path(args.markdown).write_text(md, encoding="utf-8")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    return 0
