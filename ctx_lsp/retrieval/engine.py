@@ -15,7 +15,7 @@ from ctx_lsp.extract import is_test_path, split_lines
 from ctx_lsp.model import NodeKind
 from ctx_lsp.retrieval.evidence import TaskEvidence, extract_evidence
 from ctx_lsp.retrieval.expand import edges_for, expand
-from ctx_lsp.retrieval.files import FileLexicalIndex, rank_files, scope_prior
+from ctx_lsp.retrieval.files import FileLexicalIndex, add_features, file_features, rank_files, scope_prior
 from ctx_lsp.retrieval.generators import Query, default_generators
 from ctx_lsp.retrieval.lexical import LexicalIndex
 from ctx_lsp.retrieval.literals import LiteralIndex
@@ -281,7 +281,8 @@ class Retriever:
                 chunks[p] = max(chunks.get(p, 0.0), score)
             extra["chunk-bm25"] = chunks
             extra["file-bm25-rank"] = {p: 1.0 / (1 + i / 3) for i, (p, _) in enumerate(lexical)}
-        files = rank_files(ranked, lexical, file_prior, top=FILE_TOP, extra=extra)
+        feats = file_features(ranked, lexical, extra)
+        files = rank_files(feats, file_prior, top=FILE_TOP)
         if not files:
             return ranked, files
         if "edges" in q.features:
@@ -299,9 +300,8 @@ class Retriever:
                 for other in self._files_in(parent):
                     if other != f["path"]:
                         folder[other] = max(folder.get(other, 0.0), w)
-            extra["imports-near-top"] = near
-            extra["folder-of-top"] = folder
-            files = rank_files(ranked, lexical, file_prior, top=FILE_TOP, extra=extra)
+            add_features(feats, {"imports-near-top": near, "folder-of-top": folder})
+            files = rank_files(feats, file_prior, top=FILE_TOP)  # the features once, scored twice
         rel = {f["path"]: f["score"] / (files[0]["score"] or 1.0) for f in files}
         return self._order_by_files(q, ranked, files, rel), files
 

@@ -228,11 +228,7 @@ def file_features(ranked: list[Candidate], lexical: list[tuple[str, float]],
     best_lex = lexical[0][1] if lexical else 0.0
     for path, score in lexical:
         feats[path] = {"file-bm25": score / best_lex if best_lex else 0.0}
-    for name, scores in (extra or {}).items():
-        top = max(scores.values(), default=0.0)
-        for path, score in scores.items():
-            if top > 0:
-                feats.setdefault(path, {})[name] = score / top
+    add_features(feats, extra or {})
     for c in ranked:
         path = c.node_id.split("::", 1)[0]
         if not path.endswith(".py"):
@@ -248,14 +244,22 @@ def file_features(ranked: list[Candidate], lexical: list[tuple[str, float]],
     return feats
 
 
-def rank_files(ranked: list[Candidate], lexical: list[tuple[str, float]], prior: Callable[[str], float],
-               top: int = 20, weights: dict[str, float] | None = None,
-               extra: dict[str, dict[str, float]] | None = None) -> list[dict[str, Any]]:
+def add_features(feats: dict[str, dict[str, float]], extra: dict[str, dict[str, float]]) -> None:
+    """Add per-file scores as evidence classes, each relative to its best file."""
+    for name, scores in extra.items():
+        top = max(scores.values(), default=0.0)
+        for path, score in scores.items():
+            if top > 0:
+                feats.setdefault(path, {})[name] = score / top
+
+
+def rank_files(feats: dict[str, dict[str, float]], prior: Callable[[str], float], top: int = 20,
+               weights: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """Files, best first: the weighted sum of a file's evidence classes (file_features), times the
     file's scope prior. Each class's contribution is a reason. Deterministic (ties by path)."""
     w = weights or WEIGHTS
     out: list[dict[str, Any]] = []
-    for path, f in file_features(ranked, lexical, extra).items():
+    for path, f in feats.items():
         parts = [(cls, v, w.get(cls, 0.0) * v) for cls, v in sorted(f.items()) if not cls.startswith("_")]
         score = sum(x for _, _, x in parts)
         reasons: list[dict[str, Any]] = [{"via": cls, "value": round(v, 4), "weight": round(x, 4)}
