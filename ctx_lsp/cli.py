@@ -65,6 +65,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("mcp", help="run the MCP bridge for coding agents (stdio)")
     _add_common(p)
 
+    p = sub.add_parser("daemon", help="keep the index warm for one-shot callers (context, neighbors, mcp)",
+                       description="A background process per workspace that keeps the engine loaded, so one-shot "
+                                   "`context`/`neighbors` calls and restarted MCP bridges answer in a fraction of a "
+                                   "second. Callers use a running daemon automatically; with CTX_LSP_DAEMON=auto they "
+                                   "start one when none runs (CTX_LSP_DAEMON=off: never use one).")
+    dsub = p.add_subparsers(dest="daemon_command", required=True)
+    for name, text in (("start", "start the daemon in the background (waits until it is ready)"),
+                       ("stop", "stop the daemon"), ("status", "print the daemon's state (exit 1 when none runs)"),
+                       ("run", "run the daemon in the foreground (what `start` launches)")):
+        dp = dsub.add_parser(name, help=text)
+        if name in ("start", "run"):
+            dp.add_argument("--idle-timeout", type=_positive_float, default=None, metavar="SECONDS",
+                            help="exit after this long without a request (default 1800)")
+        if name == "status":
+            dp.add_argument("--json", action="store_true")
+        _add_common(dp)
+
     p = sub.add_parser("coverage", help="import per-test coverage as COVERS edges")
     csub = p.add_subparsers(dest="coverage_command", required=True)
     pr = csub.add_parser("run", help="run COMMAND under coverage.py with per-test contexts and import it")
@@ -74,6 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
     pi.add_argument("file", nargs="?", default=None, metavar="FILE")
     _add_common(pi)
     return parser
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be a positive number")
+    return value
 
 
 def _root(args: argparse.Namespace) -> Path:
@@ -108,6 +135,51 @@ class _Progress:
         if done >= total:
             sys.stderr.write("\n")
         sys.stderr.flush()
+
+
+def _cache_dir(args: argparse.Namespace, root: Path) -> Path:
+    from ctx_lsp.cachedir import default_cache_dir
+
+    return Path(args.cache_dir).resolve() if args.cache_dir else default_cache_dir(root)
+
+
+def _daemon_identity(args: argparse.Namespace) -> dict[str, Any]:
+    from ctx_lsp.daemon_client import identity
+
+    root = _root(args)
+    return identity(root, _cache_dir(args, root), tuple(args.include), tuple(args.exclude))
+
+
+def _notify(msg: str) -> None:
+    if sys.stderr.isatty():
+        print(f"ctx-lsp: {msg}", file=sys.stderr, flush=True)
+
+
+def via_daemon(args: argparse.Namespace, op: str, params: dict[str, Any]) -> Any:
+    """Ask the workspace's daemon (per $CTX_LSP_DAEMON); raises DaemonUnavailable to work in-process."""
+    from ctx_lsp import daemon_client as dc
+
+    mode = dc.policy()
+    if mode == "off":
+        raise dc.DaemonUnavailable("CTX_LSP_DAEMON=off")
+    ident = _daemon_identity(args)
+    if mode != "auto" and not dc.socket_path(Path(ident["cache_dir"])).exists():
+        raise dc.DaemonUnavailable("no daemon running")  # the common case costs one stat
+    sock = dc.ensure(ident, start=mode == "auto", notify=_notify)
+    try:
+        return dc.request(sock, op, params)
+    except dc.DaemonUserError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _try_daemon(args: argparse.Namespace, op: str, params: dict[str, Any]) -> Any:
+    from ctx_lsp.daemon_client import DaemonUnavailable
+
+    try:
+        return via_daemon(args, op, params)
+    except DaemonUnavailable as exc:
+        logging.getLogger(__name__).debug("working in-process: %s", exc)
+        return None
 
 
 def open_engine(args: argparse.Namespace, progress: Any = None):  # type: ignore[no-untyped-def]
@@ -172,14 +244,18 @@ def _refine(engine: Any) -> dict[str, Any]:
 
 
 def cmd_neighbors(args: argparse.Namespace) -> int:
-    from ctx_lsp.engine import TargetNotFound
+    answer = _try_daemon(args, "neighbors", {"target": args.target, "cwd": str(Path.cwd())})
+    if answer is not None:
+        node_id, items = answer["target"], answer["items"]
+    else:
+        from ctx_lsp.engine import TargetNotFound
 
-    engine = open_engine(args)
-    try:
-        node_id = engine.resolve_target(args.target)
-        items = engine.neighbors(node_id)
-    except (TargetNotFound, ValueError) as exc:
-        raise CliError(str(exc)) from None
+        engine = open_engine(args)
+        try:
+            node_id = engine.resolve_target(args.target)
+            items = engine.neighbors(node_id)
+        except (TargetNotFound, ValueError) as exc:
+            raise CliError(str(exc)) from None
     if args.json:
         out = {"target": node_id, "neighbors": [
             {"path": i["path"], "symbol": i["symbol"], "kind": i["kind"], "edge": i["edge"], "direction": i["direction"],
@@ -211,8 +287,9 @@ def cmd_context(args: argparse.Namespace) -> int:
         raise CliError("empty query")
     if args.budget <= 0:
         raise CliError("--budget must be a positive number of tokens")
-    engine = open_engine(args)
-    pack = engine.context(query, args.budget)
+    pack = _try_daemon(args, "context", {"query": query, "budget": args.budget})
+    if pack is None:
+        pack = open_engine(args).context(query, args.budget)
     if args.json:
         print(json.dumps(pack, indent=2))
     else:
@@ -234,6 +311,49 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return run_mcp(args)
 
 
+def cmd_daemon(args: argparse.Namespace) -> int:
+    from ctx_lsp import daemon_client as dc
+
+    ident = _daemon_identity(args)
+    cache_dir = Path(ident["cache_dir"])
+    if args.daemon_command == "run":
+        from ctx_lsp.daemon import IDLE_TIMEOUT_S, run
+
+        return run(Path(ident["root"]), cache_dir, _filter(args), args.idle_timeout or IDLE_TIMEOUT_S)
+    if args.daemon_command == "start":
+        try:
+            dc.ensure(ident, start=True, idle_timeout=args.idle_timeout, notify=_notify)
+        except dc.DaemonUnavailable as exc:
+            raise CliError(f"the daemon did not start: {exc} (see {cache_dir / dc.LOG_NAME})") from None
+        info = dc.hello(cache_dir)
+        print(f"ctx-lsp daemon {info['pid']} serving {info['root']} ({info['files']} files)")
+        return 0
+    if args.daemon_command == "stop":
+        if dc.stop(cache_dir):
+            print("ctx-lsp daemon stopped")
+        else:
+            print("no ctx-lsp daemon was running")
+        return 0
+    try:
+        info = dc.hello(cache_dir)
+    except dc.DaemonUnavailable:
+        if args.json:
+            print(json.dumps({"running": False}))
+        else:
+            print("no ctx-lsp daemon is running for this workspace")
+        return 1
+    usable = dc.matches(info, ident)
+    if args.json:
+        print(json.dumps({"running": True, "usable": usable, **info}, indent=2))
+        return 0
+    state = "ready" if info.get("ready") else ("failed: " + str(info["failed"]) if info.get("failed") else "loading")
+    print(f"ctx-lsp daemon {info['pid']} ({info['version']}) serving {info['root']}: {state}, {info['files']} files, "
+          f"{info['requests']} requests, idle {info['idle_s']} s of {info['idle_timeout']:.0f} s, peak RSS {info['rss_mb']} MB")
+    if not usable:
+        print("  not used by this installation: it runs other code or another file filter (restart it)")
+    return 0
+
+
 def cmd_coverage(args: argparse.Namespace) -> int:
     from ctx_lsp.coverage_cli import run_coverage_command
 
@@ -241,7 +361,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"index": cmd_index, "neighbors": cmd_neighbors, "context": cmd_context, "serve": cmd_serve,
-            "mcp": cmd_mcp, "coverage": cmd_coverage}
+            "mcp": cmd_mcp, "daemon": cmd_daemon, "coverage": cmd_coverage}
 
 
 def main(argv: list[str] | None = None) -> int:

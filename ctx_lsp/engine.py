@@ -90,10 +90,11 @@ class Engine:
         return self.index.graph
 
     # -- targets ----------------------------------------------------------------------------
-    def resolve_target(self, target: str) -> str:
+    def resolve_target(self, target: str, cwd: Path | None = None) -> str:
         """A node id for a file path (absolute or workspace-relative) or a (qualified) symbol name.
 
-        Raises TargetNotFound with a one-line message; ValueError for a path outside the root.
+        A relative path names a file under the root when there is one, else under `cwd` (default: this
+        process's). Raises TargetNotFound with a one-line message; ValueError for a path outside the root.
         """
         g = self.index.graph
         t = target.strip()
@@ -107,7 +108,7 @@ class Engine:
             p = Path(t)
             if not p.is_absolute():
                 # relative to the root when it names a file there, else to the current directory
-                p = self.root / p if (self.root / p).exists() else Path.cwd() / p
+                p = self.root / p if (self.root / p).exists() else (cwd or Path.cwd()) / p
             rel = self.index.rel(p)
             if rel in g:
                 return rel

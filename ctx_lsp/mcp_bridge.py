@@ -315,8 +315,8 @@ Symbol = Annotated[str, Field(description="a symbol: short name (`apply_discount
                                           "`pkg.mod.func`, or `path/to/file.py::Qual.name` to disambiguate")]
 
 
-def build_server(bridge: Bridge) -> MCPServer:
-    """An MCPServer whose tools call `bridge`."""
+def build_server(bridge: Any) -> MCPServer:
+    """An MCPServer whose tools call `bridge` (a Bridge, or a RelayBridge to the daemon: same calls)."""
     app = MCPServer("ctx-lsp", instructions=INSTRUCTIONS, version=__version__)
 
     def call(fn, *a):  # type: ignore[no-untyped-def]
@@ -397,12 +397,31 @@ def _engine(args: argparse.Namespace) -> Engine:
     return Engine(root, cache_dir=cache, flt=_filter(args))
 
 
+def _relay(args: argparse.Namespace) -> Any:
+    """A RelayBridge to the workspace's daemon per $CTX_LSP_DAEMON, or None to work in-process."""
+    from ctx_lsp import daemon_client as dc
+    from ctx_lsp.cli import _daemon_identity
+    from ctx_lsp.mcp_relay import RelayBridge
+
+    mode = dc.policy()
+    if mode == "off":
+        return None
+    ident = _daemon_identity(args)
+    if mode != "auto":
+        try:
+            if not dc.matches(dc.hello(Path(ident["cache_dir"])), ident):
+                return None
+        except dc.DaemonUnavailable:
+            return None
+    return RelayBridge(ident, start=mode == "auto", local=lambda: Bridge(_engine(args)))
+
+
 def run_mcp(args: argparse.Namespace) -> int:
     """Serve the MCP tools on stdio until the client closes the connection."""
-    engine = _engine(args)
-    bridge = Bridge(engine)
+    bridge = _relay(args) or Bridge(_engine(args))
     app = build_server(bridge)
-    log.info("ctx-lsp mcp serving %s", engine.root)
+    log.info("ctx-lsp mcp serving %s%s", bridge.root if isinstance(bridge, Bridge) else bridge.ident["root"],
+             "" if isinstance(bridge, Bridge) else " through its daemon")
     bridge.warm_up()
     app.run("stdio")
     return 0

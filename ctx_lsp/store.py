@@ -14,17 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-import platformdirs
 
 from ctx_lsp import __version__
 from ctx_lsp.bind import FileBinding
+from ctx_lsp.cachedir import CACHE_ENV, default_cache_dir  # noqa: F401  (re-exported)
 from ctx_lsp.extract import Def, FileFacts, Import, Site
 from ctx_lsp.model import Edge
 
 log = logging.getLogger(__name__)
 
 SCHEMA = 7  # 7: literals and whole-file term counts; 6: name-level dependencies (bind.name_dep); 5: per-file payload packed as one inner blob
-CACHE_ENV = "CTX_LSP_CACHE_DIR"
 
 
 def _code_digest() -> str:
@@ -37,13 +36,6 @@ def _code_digest() -> str:
 
 
 CODE = _code_digest()
-
-
-def default_cache_dir(root: Path) -> Path:
-    """The cache directory of a workspace: keyed by its absolute path under the user's cache dir."""
-    base = Path(os.environ[CACHE_ENV]) if os.environ.get(CACHE_ENV) else Path(platformdirs.user_cache_dir("ctx-lsp"))
-    key = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]
-    return base / f"{root.resolve().name}-{key}"
 
 
 def facts_to_wire(f: FileFacts) -> list[Any]:

@@ -263,3 +263,9 @@ def test_hook_prints_the_context_pack_for_a_claude_code_prompt(ws: Path, tmp_pat
                    {"CLAUDE_PROJECT_DIR": str(ws)})
     assert r2.returncode == 0, r2.stderr
     assert "shop/pricing.py" in r2.stdout
+    # the hook started the workspace's daemon on the first prompt, so later prompts skip loading the index
+    status = subprocess.run([*_ctx_lsp_command(), "daemon", "status", "--json", "--root", str(ws)], capture_output=True,
+                            text=True, env={**os.environ, "CTX_LSP_CACHE_DIR": str(tmp_path / "cache")}, timeout=60)
+    subprocess.run([*_ctx_lsp_command(), "daemon", "stop", "--root", str(ws)], capture_output=True, timeout=60,
+                   env={**os.environ, "CTX_LSP_CACHE_DIR": str(tmp_path / "cache")})
+    assert status.returncode == 0 and json.loads(status.stdout)["requests"] >= 1, status.stdout

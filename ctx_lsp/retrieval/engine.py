@@ -63,6 +63,12 @@ class Retriever:
         self._lines: dict[str, tuple[str, list[str]]] = {}
         engine.index.listeners.append(self._on_change)
 
+    def fresh_session(self) -> None:
+        """The memory a fresh process would start with: no working memory, the episodes on disk.
+        A long-lived process answering one-shot callers (the daemon) starts each request from here."""
+        self.working = WorkingMemory()
+        self.episodic = EpisodicMemory(self.engine.index.cache_dir / "episodes.jsonl")
+
     def reset_memory(self) -> None:
         """Forget working and episodic memory (in memory only; the persisted log is kept)."""
         self.working = WorkingMemory()

@@ -9,6 +9,8 @@
 # Workspace root: $CTX_LSP_ROOT, else $CLAUDE_PROJECT_DIR, else the event's "cwd", else the current
 # directory. Budget: $CTX_LSP_HOOK_BUDGET tokens (default 2000: Claude Code shows hook output over
 # ~10,000 characters only as a preview). Command: $CTX_LSP (default: ctx-lsp on PATH).
+# Speed: the first prompt starts a `ctx-lsp daemon` for the workspace, which keeps the index loaded, so
+# later prompts are answered in a fraction of a second ($CTX_LSP_DAEMON: default auto here; off: never).
 # It never blocks a prompt: on any failure it prints nothing and exits 0 (errors go to stderr).
 set -u
 
@@ -42,6 +44,7 @@ case "$(head -c 1 "$tmp")" in /) exit 0 ;; esac
 root="${CTX_LSP_ROOT:-${CLAUDE_PROJECT_DIR:-${event_cwd:-$PWD}}}"
 [ -d "$root" ] || exit 0
 
+export CTX_LSP_DAEMON="${CTX_LSP_DAEMON:-auto}"
 if ! out="$("${CTX_LSP:-ctx-lsp}" context --markdown --root "$root" --budget "${CTX_LSP_HOOK_BUDGET:-2000}" - <"$tmp")"; then
     exit 0
 fi

@@ -1,0 +1,251 @@
+"""`ctx-lsp daemon run`: one warm engine for a workspace, answering one-shot callers over a local socket.
+
+The wire and the client live in `ctx_lsp.daemon_client`. Every request that reads the workspace first
+brings the index in line with the disk (`Engine.refresh`: size/mtime, then content hash), and starts
+from the memory a fresh process would have (working memory empty, episodes as on disk), so an answer
+equals the in-process one-shot answer on the same files. The daemon exits after `idle_timeout` seconds
+without a request, when asked (`ctx-lsp daemon stop`), or when its socket is taken from it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import socketserver
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ctx_lsp import __version__
+from ctx_lsp.daemon_client import INFO_NAME, PROTOCOL, build_id, identity, private_dir, socket_path
+from ctx_lsp.discovery import FileFilter
+from ctx_lsp.engine import Engine, TargetNotFound
+
+log = logging.getLogger(__name__)
+
+IDLE_TIMEOUT_S = 1800.0
+MAX_SESSIONS = 32
+MAX_REQUEST_BYTES = 16 << 20  # a pasted issue or log is far below this; more is refused, not read
+
+
+class UserError(Exception):
+    """Answered as {"ok": false, "kind": "user"}: the caller prints it as a one-line error."""
+
+
+class Daemon:
+    """The engine and the request handlers; the socket server only moves bytes."""
+
+    def __init__(self, root: Path, cache_dir: Path, flt: FileFilter, idle_timeout: float) -> None:
+        self.engine = Engine(root, cache_dir=cache_dir, flt=flt)
+        self.ident = identity(self.engine.root, cache_dir, flt.include, flt.exclude)
+        self.idle_timeout = idle_timeout
+        self.started = time.time()
+        self.last_request = time.monotonic()
+        self.requests = 0
+        self.ready = threading.Event()
+        self.failed: str | None = None
+        self._bridge: Any = None
+        self._sessions: dict[str, Any] = {}  # MCP session id -> its WorkingMemory, least recent first
+        self.server: socketserver.UnixStreamServer | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def warm(self) -> None:
+        """Open the index and build the retrieval indexes, so the first request is as fast as the rest."""
+        try:
+            self.engine.open()
+            with self.engine.lock:
+                self.engine.retriever.sync()
+        except Exception as exc:  # reported to callers through hello; they fall back to in-process
+            log.exception("opening the index failed")
+            self.failed = f"{type(exc).__name__}: {exc}"
+        self.ready.set()
+
+    def info(self) -> dict[str, Any]:
+        return {**self.ident, "version": __version__, "pid": os.getpid(), "ready": self.ready.is_set() and not self.failed,
+                "failed": self.failed, "started": round(self.started, 3), "requests": self.requests,
+                "idle_timeout": self.idle_timeout, "idle_s": round(time.monotonic() - self.last_request, 1),
+                "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                "files": len(self.engine.index.facts) if self.ready.is_set() else None}
+
+    # -- requests -----------------------------------------------------------------------------
+    def handle(self, op: str, params: dict[str, Any]) -> Any:
+        if op == "hello":
+            return self.info()
+        self.last_request = time.monotonic()
+        if op == "stop":
+            threading.Thread(target=self.shutdown, daemon=True).start()
+            return {"stopping": os.getpid()}
+        self.ready.wait()
+        if self.failed:
+            raise RuntimeError(self.failed)
+        self.requests += 1
+        if op == "context":
+            return self._context(params)
+        if op == "neighbors":
+            return self._neighbors(params)
+        if op == "mcp":
+            return self._mcp(params)
+        raise UserError(f"unknown daemon request: {op!r}")
+
+    def _fresh_session(self) -> None:
+        self.engine.refresh()
+        self.engine.retriever.fresh_session()
+
+    def _context(self, params: dict[str, Any]) -> Any:
+        query, budget = params.get("query"), params.get("budget", 4000)
+        if not isinstance(query, str) or not query.strip():
+            raise UserError("empty query")
+        if not isinstance(budget, int) or budget <= 0:
+            raise UserError("--budget must be a positive number of tokens")
+        with self.engine.lock:
+            self._fresh_session()
+            return self.engine.context(query, budget)
+
+    def _neighbors(self, params: dict[str, Any]) -> Any:
+        target, cwd = params.get("target"), params.get("cwd")
+        if not isinstance(target, str):
+            raise UserError("missing target")
+        with self.engine.lock:
+            self._fresh_session()
+            try:
+                node_id = self.engine.resolve_target(target, cwd=Path(cwd) if isinstance(cwd, str) else None)
+                return {"target": node_id, "items": self.engine.neighbors(node_id)}
+            except (TargetNotFound, ValueError) as exc:
+                raise UserError(str(exc)) from None
+
+    def _mcp(self, params: dict[str, Any]) -> Any:
+        """One MCP tool call, run by a Bridge over this engine (the MCP process only relays it)."""
+        from ctx_lsp.mcp_bridge import Bridge, ToolFailure
+
+        if self._bridge is None:
+            self._bridge = Bridge(self.engine)
+        method, args = params.get("method"), params.get("args")
+        if method not in ("get_context", "architectural", "semantic_search", "relation") or not isinstance(args, list):
+            raise UserError(f"unknown MCP tool call: {method!r}")
+        session = str(params.get("session", ""))
+        with self.engine.lock:
+            r = self.engine.retriever
+            r.fresh_session()
+            # an MCP session keeps its own working memory across its calls, as an in-process bridge would
+            r.working = self._sessions.pop(session, None) or r.working
+            try:
+                return getattr(self._bridge, method)(*args)
+            except ToolFailure as exc:
+                raise UserError(str(exc)) from None
+            finally:
+                self._sessions[session] = r.working
+                while len(self._sessions) > MAX_SESSIONS:
+                    self._sessions.pop(next(iter(self._sessions)))
+
+    # -- serving ------------------------------------------------------------------------------
+    def serve(self) -> int:
+        sock = socket_path(Path(self.ident["cache_dir"]))
+        private_dir(sock.parent)
+        if sock.exists():
+            from ctx_lsp.daemon_client import DaemonUnavailable, hello
+
+            try:
+                hello(Path(self.ident["cache_dir"]), timeout=2.0)
+                log.error("a daemon already serves %s", sock)
+                return 1
+            except DaemonUnavailable:
+                sock.unlink()  # left by a daemon that died
+        old = os.umask(0o177)  # the socket is created 0600: only this user may connect
+        try:
+            self.server = _Server(str(sock), _Handler, daemon=self)
+        finally:
+            os.umask(old)
+        os.chmod(sock, 0o600)
+        info_file = Path(self.ident["cache_dir"]) / INFO_NAME
+        self._write_info(info_file, sock)
+        threading.Thread(target=self.warm, name="ctx-lsp-daemon-open", daemon=True).start()
+        threading.Thread(target=self._watch, args=(sock,), name="ctx-lsp-daemon-idle", daemon=True).start()
+        log.info("ctx-lsp daemon %s serving %s on %s", __version__, self.engine.root, sock)
+        try:
+            self.server.serve_forever(poll_interval=0.5)
+        finally:
+            self.server.server_close()
+            for p in (sock, info_file):
+                try:
+                    if p == sock and not _same_inode(p, self._sock_ino):
+                        continue  # a newer daemon owns the path now
+                    p.unlink()
+                except OSError:
+                    pass
+        log.info("ctx-lsp daemon exiting after %d requests", self.requests)
+        return 0
+
+    def _write_info(self, path: Path, sock: Path) -> None:
+        self._sock_ino = sock.stat().st_ino
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"pid": os.getpid(), "socket": str(sock), "version": __version__,
+                                   "build": build_id(), "protocol": PROTOCOL, "root": self.ident["root"]}) + "\n")
+        os.replace(tmp, path)
+
+    def _watch(self, sock: Path) -> None:
+        """Exit when idle too long, or when the socket was removed or replaced (another daemon, a cleanup)."""
+        while True:
+            time.sleep(1.0)
+            idle = time.monotonic() - self.last_request
+            if idle > self.idle_timeout:
+                log.info("idle for %.0f s: exiting", idle)
+                break
+            if not _same_inode(sock, self._sock_ino):
+                log.info("socket %s was removed or replaced: exiting", sock)
+                break
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+
+
+def _same_inode(path: Path, ino: int) -> bool:
+    try:
+        return path.stat().st_ino == ino
+    except OSError:
+        return False
+
+
+class _Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, address: str, handler: type[socketserver.BaseRequestHandler], daemon: Daemon) -> None:
+        self.ctx_daemon = daemon
+        super().__init__(address, handler)
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        daemon: Daemon = self.server.ctx_daemon  # type: ignore[attr-defined]
+        raw = self.rfile.readline(MAX_REQUEST_BYTES + 1)
+        try:
+            if len(raw) > MAX_REQUEST_BYTES:
+                raise UserError(f"request larger than {MAX_REQUEST_BYTES >> 20} MB")
+            try:
+                req = json.loads(raw)
+            except ValueError:
+                raise UserError("malformed request (one JSON object per line)") from None
+            if not isinstance(req, dict) or not isinstance(req.get("op"), str):
+                raise UserError("malformed request: no op")
+            params = req.get("params") or {}
+            if not isinstance(params, dict):
+                raise UserError("malformed request: params must be an object")
+            reply: dict[str, Any] = {"ok": True, "result": daemon.handle(req["op"], params)}
+        except UserError as exc:
+            reply = {"ok": False, "kind": "user", "error": str(exc)}
+        except Exception as exc:  # the caller falls back to in-process; the daemon keeps serving
+            log.exception("request failed")
+            reply = {"ok": False, "kind": "internal", "error": f"{type(exc).__name__}: {exc}"}
+        try:
+            self.wfile.write((json.dumps(reply) + "\n").encode())
+        except OSError:
+            pass  # the caller went away
+
+
+def run(root: Path, cache_dir: Path, flt: FileFilter, idle_timeout: float = IDLE_TIMEOUT_S) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s ctx-lsp daemon: %(message)s")
+    return Daemon(root, cache_dir, flt, idle_timeout).serve()

@@ -1,0 +1,249 @@
+"""The one-shot side of the daemon: find a warm `ctx-lsp daemon` for a workspace, start one, ask it.
+
+One-shot callers (the CLI, the agent hook, a restarted MCP bridge) pay for loading the index on every
+run; a daemon keeps one engine warm per workspace, the way dmypy serves mypy. This module must stay
+light (no index code): it is imported on the CLI's fast path.
+
+Wire: a Unix stream socket, one request per connection, one JSON object per line each way:
+  -> {"op": ..., "params": {...}}
+  <- {"ok": true, "result": ...} | {"ok": false, "kind": "user" | "internal", "error": "one line"}
+The socket is `daemon.sock` in the workspace's cache directory (mode 0600; a per-user runtime
+directory with mode 0700 when that path is too long for a socket), beside `daemon.json` (pid, root,
+version) and `daemon.log`.
+
+Policy (`$CTX_LSP_DAEMON`): unset or `use`: use a daemon that is already running, else work in-process
+(nothing changes for users who never start one); `auto`: start one when none is running;
+`off`: never use one. Any failure to reach or start a daemon falls back to in-process work silently
+(logged at debug level).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ctx_lsp import __version__
+
+log = logging.getLogger(__name__)
+
+PROTOCOL = 1
+POLICY_ENV = "CTX_LSP_DAEMON"
+POLICIES = ("use", "auto", "off")
+SOCKET_NAME = "daemon.sock"
+INFO_NAME = "daemon.json"
+LOG_NAME = "daemon.log"
+LOCK_NAME = "daemon.lock"
+START_TIMEOUT_S = 300.0  # a cold index of a large workspace takes a while before the daemon is ready
+_MAX_SUN_PATH = 100  # AF_UNIX paths are limited to ~108 bytes; keep a margin
+
+
+class DaemonUnavailable(Exception):
+    """No usable daemon (none running, another version, it died mid-request): work in-process."""
+
+
+class DaemonUserError(Exception):
+    """The daemon answered with an error for the user (unknown symbol, bad argument): one line."""
+
+
+def policy() -> str:
+    raw = os.environ.get(POLICY_ENV, "use").strip().lower() or "use"
+    return raw if raw in POLICIES else "use"
+
+
+def build_id() -> str:
+    """Identifies the code a daemon runs: the package version plus each module's size and mtime. A
+    daemon started before a reinstall or an edit of a development checkout is not used."""
+    h = hashlib.sha1(__version__.encode())
+    pkg = Path(__file__).parent
+    for dirpath, dirnames, filenames in os.walk(pkg):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(dirpath, name))
+                h.update(f"{os.path.relpath(os.path.join(dirpath, name), pkg)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()[:16]
+
+
+def identity(root: Path, cache_dir: Path, include: Sequence[str], exclude: Sequence[str]) -> dict[str, Any]:
+    """What a daemon must match to answer for a caller: same code, same workspace, same file filter."""
+    return {"protocol": PROTOCOL, "build": build_id(), "root": str(root), "cache_dir": str(cache_dir),
+            "include": list(include), "exclude": list(exclude)}
+
+
+def socket_path(cache_dir: Path) -> Path:
+    """Where the daemon of this cache directory listens (a function of the cache directory alone)."""
+    direct = cache_dir / SOCKET_NAME
+    if len(os.fsencode(str(direct))) <= _MAX_SUN_PATH:
+        return direct
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    key = hashlib.sha1(str(cache_dir).encode()).hexdigest()[:20]
+    return Path(base) / f"ctx-lsp-{os.getuid()}" / f"{key}.sock"
+
+
+def private_dir(path: Path) -> None:
+    """Create `path` for this user only, and refuse one that someone else owns or can write."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise DaemonUnavailable(f"{path} is not private to this user")
+
+
+def request(sock_path: Path, op: str, params: dict[str, Any] | None = None, timeout: float | None = 600.0) -> Any:
+    """One request. Raises DaemonUnavailable (no daemon, or it failed) or DaemonUserError."""
+    try:
+        st = sock_path.stat()
+    except OSError:
+        raise DaemonUnavailable("no daemon socket") from None
+    if st.st_uid != os.getuid():  # never talk to a socket another user planted
+        raise DaemonUnavailable(f"{sock_path} belongs to another user")
+    data = (json.dumps({"op": op, "params": params or {}}) + "\n").encode()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(str(sock_path))
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+            chunks = []
+            while True:
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+    except OSError as exc:
+        raise DaemonUnavailable(f"daemon unreachable: {exc}") from None
+    try:
+        reply = json.loads(b"".join(chunks))
+    except ValueError:
+        raise DaemonUnavailable("daemon sent no answer") from None
+    if not isinstance(reply, dict):
+        raise DaemonUnavailable("daemon sent a malformed answer")
+    if reply.get("ok"):
+        return reply.get("result")
+    if reply.get("kind") == "user":
+        raise DaemonUserError(str(reply.get("error", "error")))
+    raise DaemonUnavailable(f"daemon failed: {reply.get('error')}")
+
+
+def hello(cache_dir: Path, timeout: float = 5.0) -> dict[str, Any]:
+    info = request(socket_path(cache_dir), "hello", timeout=timeout)
+    if not isinstance(info, dict):
+        raise DaemonUnavailable("malformed hello")
+    return info
+
+
+def matches(info: dict[str, Any], ident: dict[str, Any]) -> bool:
+    return all(info.get(k) == v for k, v in ident.items())
+
+
+def _spawn(ident: dict[str, Any], idle_timeout: float | None) -> None:
+    cache_dir = Path(ident["cache_dir"])
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "ctx_lsp", "daemon", "run", "--root", ident["root"], "--cache-dir", ident["cache_dir"]]
+    for g in ident["include"]:
+        cmd += ["--include", g]
+    for g in ident["exclude"]:
+        cmd += ["--exclude", g]
+    if idle_timeout is not None:
+        cmd += ["--idle-timeout", str(idle_timeout)]
+    with open(cache_dir / LOG_NAME, "ab") as logf:
+        subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True,
+                         close_fds=True, cwd=ident["root"])
+
+
+def ensure(ident: dict[str, Any], start: bool, idle_timeout: float | None = None,
+           wait_s: float = START_TIMEOUT_S, notify: Any = None) -> Path:
+    """The socket of a ready daemon matching `ident`; starts one when `start` and none answers.
+
+    A daemon of another build or filter for the same cache is asked to stop first (when starting).
+    Raises DaemonUnavailable when there is none (and `start` is false) or it did not come up.
+    """
+    cache_dir = Path(ident["cache_dir"])
+    sock = socket_path(cache_dir)
+    try:
+        info = hello(cache_dir)
+    except DaemonUnavailable:
+        info = None
+    if info is not None and matches(info, ident):
+        if info.get("ready"):
+            return sock
+    elif info is not None:
+        if not start:
+            raise DaemonUnavailable("the running daemon serves another build or file filter")
+        try:
+            request(sock, "stop", timeout=5.0)
+        except (DaemonUnavailable, DaemonUserError):
+            pass
+        _wait_gone(sock, 10.0)
+        info = None
+    if info is None:
+        if not start:
+            raise DaemonUnavailable("no daemon running")
+        _start_locked(ident, idle_timeout)
+        if notify is not None:
+            notify("starting the ctx-lsp daemon (the index loads once; later calls reuse it)")
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            info = hello(cache_dir)
+            if not matches(info, ident):
+                raise DaemonUnavailable("another daemon took the socket")
+            if info.get("ready"):
+                return sock
+            if info.get("failed"):
+                raise DaemonUnavailable(f"daemon failed to open the index: {info['failed']}")
+        except DaemonUnavailable as exc:
+            if "another daemon" in str(exc) or "failed to open" in str(exc):
+                raise
+        time.sleep(0.05)
+    raise DaemonUnavailable("daemon did not become ready in time")
+
+
+def _start_locked(ident: dict[str, Any], idle_timeout: float | None) -> None:
+    """Spawn a daemon unless another caller is starting one right now (an exclusive lock file)."""
+    import fcntl
+
+    cache_dir = Path(ident["cache_dir"])
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with open(cache_dir / LOCK_NAME, "a+b") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return  # another caller is starting it; wait for its socket like everyone else
+        try:
+            hello(cache_dir, timeout=2.0)
+            return  # came up meanwhile
+        except DaemonUnavailable:
+            pass
+        _spawn(ident, idle_timeout)
+        # hold the lock until the socket exists, so a concurrent caller does not spawn a second one
+        deadline = time.monotonic() + 30.0
+        sock = socket_path(cache_dir)
+        while time.monotonic() < deadline and not sock.exists():
+            time.sleep(0.02)
+
+
+def _wait_gone(sock: Path, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and sock.exists():
+        time.sleep(0.05)
+
+
+def stop(cache_dir: Path) -> bool:
+    """Ask the daemon of this cache directory to exit; False when none was running."""
+    sock = socket_path(cache_dir)
+    try:
+        request(sock, "stop", timeout=10.0)
+    except (DaemonUnavailable, DaemonUserError):
+        return False
+    _wait_gone(sock, 10.0)
+    return True

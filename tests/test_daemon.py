@@ -1,0 +1,191 @@
+"""`ctx-lsp daemon`: a warm engine per workspace for one-shot callers, driven through real subprocesses.
+
+Every test starts its own daemon on a copy of tests/fixtures/mcp_ws with its own cache directory and
+stops it at the end (the daemon also exits on its own when idle).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ctx_lsp.daemon_client import socket_path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_mcp import FIXTURE, mcp_session, text  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "getuid"), reason="Unix sockets")
+
+
+def run(*args: str, mode: str | None = None, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "CTX_LSP_DAEMON"}
+    if mode is not None:
+        env["CTX_LSP_DAEMON"] = mode
+    return subprocess.run([sys.executable, "-m", "ctx_lsp", *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, cwd=cwd)
+
+
+def pack_of(proc: subprocess.CompletedProcess[str]) -> dict:
+    assert proc.returncode == 0, proc.stderr
+    pack = json.loads(proc.stdout)
+    pack.pop("timings_ms")  # the only field that may differ between two runs on the same files
+    return pack
+
+
+class Ws:
+    def __init__(self, root: Path, cache: Path) -> None:
+        self.root, self.cache = root, cache
+
+    @property
+    def common(self) -> tuple[str, ...]:
+        return ("--root", str(self.root), "--cache-dir", str(self.cache))
+
+    def status(self) -> tuple[int, dict]:
+        p = run("daemon", "status", "--json", *self.common)
+        return p.returncode, json.loads(p.stdout)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Iterator[Ws]:
+    import shutil
+
+    root = tmp_path / "ws"
+    shutil.copytree(FIXTURE, root)
+    w = Ws(root, tmp_path / "cache")
+    yield w
+    run("daemon", "stop", *w.common, timeout=30)
+
+
+def start(ws: Ws, *extra: str) -> dict:
+    p = run("daemon", "start", *ws.common, "--idle-timeout", "120", *extra)
+    assert p.returncode == 0, p.stderr
+    code, info = ws.status()
+    assert code == 0 and info["ready"], info
+    assert info["usable"] == (not extra), info  # status is asked without the extra filter
+    return info
+
+
+def test_daemon_answers_one_shot_calls_like_the_in_process_engine(ws: Ws) -> None:
+    info = start(ws)
+    sock = socket_path(ws.cache.resolve())
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o600  # only this user may connect
+    for query in ("who calls apply_discount", "How is the order total computed with discounts?"):
+        served = pack_of(run("context", "--json", *ws.common, query))
+        alone = pack_of(run("context", "--json", *ws.common, query, mode="off"))
+        assert served == alone
+    _, after = ws.status()
+    assert after["requests"] == info["requests"] + 2  # both served answers came from the daemon
+    assert after["pid"] == info["pid"]
+
+
+def test_daemon_sees_edits_made_on_disk_between_calls(ws: Ws) -> None:
+    start(ws)
+    q = "who calls compute_loyalty_points"
+    before = pack_of(run("context", "--json", *ws.common, q))
+    assert not any(i["symbol"] == "compute_loyalty_points" for i in before["items"])
+    mod = next(ws.root.glob("shop/*.py"))
+    mod.write_text(mod.read_text() + "\n\ndef compute_loyalty_points(total):\n    return int(total // 10)\n")
+    after = pack_of(run("context", "--json", *ws.common, q))
+    assert any(i["symbol"] == "compute_loyalty_points" for i in after["items"])
+    assert after == pack_of(run("context", "--json", *ws.common, q, mode="off"))
+
+
+def test_neighbors_through_the_daemon_resolves_paths_from_the_callers_directory(ws: Ws) -> None:
+    start(ws)
+    mod = next(ws.root.glob("shop/*.py"))
+    served = run("neighbors", "--json", "--cache-dir", str(ws.cache), "--root", str(ws.root), mod.name, cwd=mod.parent)
+    alone = run("neighbors", "--json", "--cache-dir", str(ws.cache), "--root", str(ws.root), mod.name, cwd=mod.parent,
+                mode="off")
+    assert served.returncode == 0, served.stderr
+    assert json.loads(served.stdout) == json.loads(alone.stdout)
+    assert json.loads(served.stdout)["target"] == f"shop/{mod.name}"
+    bad = run("neighbors", *ws.common, "no_such_symbol_anywhere")
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == "ctx-lsp: error: unknown symbol: no_such_symbol_anywhere"
+
+
+def test_auto_mode_starts_a_daemon_and_a_dead_one_is_replaced(ws: Ws) -> None:
+    code, _ = ws.status()
+    assert code == 1  # none yet
+    alone = pack_of(run("context", "--json", *ws.common, "who calls apply_discount", mode="off"))
+    assert ws.status()[0] == 1  # off and in-process calls never start one
+    first = pack_of(run("context", "--json", *ws.common, "who calls apply_discount", mode="auto"))
+    assert first == alone
+    code, info = ws.status()
+    assert code == 0 and info["ready"]
+    os.kill(info["pid"], signal.SIGKILL)  # leaves a stale socket behind
+    time.sleep(0.2)
+    assert socket_path(ws.cache.resolve()).exists()
+    # a caller that only uses running daemons falls back to in-process work, silently
+    fallback = run("context", "--json", *ws.common, "who calls apply_discount")
+    assert pack_of(fallback) == alone and fallback.stderr == ""
+    # auto mode starts a fresh daemon in place of the dead one
+    assert pack_of(run("context", "--json", *ws.common, "who calls apply_discount", mode="auto")) == alone
+    code, again = ws.status()
+    assert code == 0 and again["pid"] != info["pid"]
+
+
+def test_a_daemon_with_another_file_filter_is_not_used(ws: Ws) -> None:
+    start(ws, "--exclude", "shop/**")
+    code, info = ws.status()
+    assert code == 0 and not info["usable"]  # it indexes other files than this caller asks for
+    p = run("context", "--json", *ws.common, "who calls apply_discount")
+    assert pack_of(p) == pack_of(run("context", "--json", *ws.common, "who calls apply_discount", mode="off"))
+    _, after = ws.status()
+    assert after["requests"] == 0
+
+
+def test_stop_and_idle_exit_remove_the_socket(ws: Ws) -> None:
+    start(ws)
+    sock = socket_path(ws.cache.resolve())
+    assert run("daemon", "stop", *ws.common).stdout.strip() == "ctx-lsp daemon stopped"
+    assert not sock.exists() and ws.status()[0] == 1
+    assert run("daemon", "stop", *ws.common).stdout.strip() == "no ctx-lsp daemon was running"
+    p = run("daemon", "start", *ws.common, "--idle-timeout", "1")
+    assert p.returncode == 0, p.stderr
+    deadline = time.monotonic() + 20
+    while sock.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not sock.exists()
+    assert run("daemon", "start", *ws.common, "--idle-timeout", "0").returncode == 2  # a clear argument error
+
+
+def test_bad_requests_are_answered_and_the_daemon_keeps_serving(ws: Ws) -> None:
+    import socket as so
+
+    start(ws)
+    sock = socket_path(ws.cache.resolve())
+    for raw in (b"not json\n", b"[1, 2]\n", b'{"op": "context", "params": {"query": ""}}\n', b'{"op": "rm -rf"}\n'):
+        with so.socket(so.AF_UNIX, so.SOCK_STREAM) as s:
+            s.connect(str(sock))
+            s.sendall(raw)
+            s.shutdown(so.SHUT_WR)
+            reply = json.loads(s.makefile("rb").read())
+        assert reply["ok"] is False and reply["kind"] == "user" and reply["error"], (raw, reply)
+    assert pack_of(run("context", "--json", *ws.common, "who calls apply_discount"))["items"]
+
+
+@pytest.mark.anyio
+async def test_mcp_bridge_relays_tool_calls_to_a_running_daemon(ws: Ws, tmp_path: Path) -> None:
+    start(ws)
+    async with mcp_session(ws.root, ws.cache, tmp_path / "mcp.err") as session:
+        res = await session.call_tool("find_callers", {"symbol": "apply_discount"})
+        assert not res.is_error, text(res)
+        relayed = text(res)
+        bad = await session.call_tool("find_callers", {"symbol": "no_such_symbol_anywhere"})
+        assert bad.is_error and "no_such_symbol_anywhere" in text(bad)
+    _, info = ws.status()
+    assert info["requests"] == 2  # both calls ran in the daemon
+    run("daemon", "stop", *ws.common)
+    async with mcp_session(ws.root, ws.cache, tmp_path / "mcp2.err") as session:
+        res = await session.call_tool("find_callers", {"symbol": "apply_discount"})
+        assert text(res) == relayed  # the in-process bridge gives the same answer
