@@ -14,6 +14,11 @@ Per root, with a fresh cache directory:
   function to a random file via index.update_file, as an editor buffer), timed until update_file returns
   (it is synchronous: the graph is consistent then, which is checked after the clock stops), each reverted.
   An appended function is a new name nobody reads yet, so it re-binds the edited file alone.
+- oneshot_p50_s / oneshot_rss_mb: `ctx-lsp context QUERY` as a hook runs it, a fresh process per query on
+  the warm cache, in-process (CTX_LSP_DAEMON=off): median wall seconds and peak RSS (--oneshot-runs, 7).
+- oneshot_daemon_p50_s / oneshot_daemon_rss_mb / daemon_rss_mb: the same queries through a daemon started
+  once on that cache (`daemon_start_s`: how long `ctx-lsp daemon start` took): the caller's wall and RSS,
+  and the daemon's own peak RSS.
 - update_rename_p50_ms / update_rename_p95_ms (beyond the contract): the same, but each edit renames a
   random top-level def, an interface change: every file that looked the old name up is re-bound too
   (`update_rename_rebound_p95`: how many files that was).
@@ -30,6 +35,7 @@ import os
 import random
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,7 +47,8 @@ from typing import Any
 # consistent, through the real stdio server) belong after update_p95_ms; the server's benchmark adds them
 # via EXTRA_MEASURES below without touching the rest.
 KEYS = ("root", "files", "lines", "cold_queryable_s", "refined_s", "warm_start_s", "update_p50_ms", "update_p95_ms",
-        "peak_rss_mb", "query_p50_ms", "query_p95_ms")
+        "peak_rss_mb", "query_p50_ms", "query_p95_ms", "oneshot_p50_s", "oneshot_rss_mb", "oneshot_daemon_p50_s",
+        "oneshot_daemon_rss_mb", "daemon_rss_mb")
 # name -> callable(root: Path, cache_dir: Path, args) -> dict of extra keys (e.g. didchange_p50_ms).
 EXTRA_MEASURES: dict[str, Any] = {}
 
@@ -146,12 +153,13 @@ def child_warm(root: Path, cache: Path, edits: int, queries: int, seed: int) -> 
         import ctx_lsp.retrieval  # noqa: F401
     except ImportError:
         q_ms = None
+    asked = _queries(engine, queries, rng)
     if q_ms is not None:
-        for q in _queries(engine, queries, rng):
+        for q in asked:
             t = time.perf_counter()
             engine.context(q, 4000, record=False)
             q_ms.append((time.perf_counter() - t) * 1000)
-    _emit("queries", ms=q_ms)
+    _emit("queries", ms=q_ms, queries=asked)
 
     index = engine.index
     paths = sorted(p for p in index.facts if index.facts[p].errors == [])
@@ -206,6 +214,52 @@ def child_warm(root: Path, cache: Path, edits: int, queries: int, seed: int) -> 
 
 
 # -- parent ----------------------------------------------------------------------------------------
+def _run_cli(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, peak RSS MB) of one `python -m ctx_lsp ...` process; its output is discarded."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "ctx_lsp", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.returncode != 0:
+        raise RuntimeError(f"ctx-lsp {args[0]} failed ({proc.returncode}): {err.strip()[-300:]}")
+    scale = 1 if sys.platform == "darwin" else 1024
+    return wall, round(usage.ru_maxrss * scale / (1024 * 1024), 1)
+
+
+def measure_oneshot(root: Path, cache: Path, queries: list[str], runs: int) -> dict[str, Any]:
+    """`ctx-lsp context` as a hook or script runs it: a fresh process per query on a warm cache, in-process
+    (CTX_LSP_DAEMON=off) and through a daemon started once; the medians side by side in one run."""
+    if not queries or runs <= 0:
+        return {}
+    base = {k: v for k, v in os.environ.items() if k not in ("CTX_LSP_CACHE_DIR", "CTX_LSP_DAEMON")}
+    common = ["--root", str(root), "--cache-dir", str(cache)]
+    picked = [queries[i % len(queries)] for i in range(runs)]
+    out: dict[str, Any] = {}
+    walls, rss = zip(*(_run_cli(["context", *common, q], {**base, "CTX_LSP_DAEMON": "off"}) for q in picked), strict=True)
+    out["oneshot_p50_s"] = round(statistics.median(walls), 3)
+    out["oneshot_rss_mb"] = max(rss)
+    env = {**base, "CTX_LSP_DAEMON": "use"}
+    out["daemon_start_s"] = round(_run_cli(["daemon", "start", *common, "--idle-timeout", "600"], env)[0], 3)
+    try:
+        walls, rss = zip(*(_run_cli(["context", *common, q], env) for q in picked), strict=True)
+        out["oneshot_daemon_p50_s"] = round(statistics.median(walls), 3)
+        out["oneshot_daemon_p95_s"] = round(percentile(list(walls), 95) or 0.0, 3)
+        out["oneshot_daemon_rss_mb"] = max(rss)  # the caller's process; the daemon's own is daemon_rss_mb
+        status = subprocess.run([sys.executable, "-m", "ctx_lsp", "daemon", "status", "--json", *common],
+                                capture_output=True, text=True, env=env, timeout=60)
+        info = json.loads(status.stdout)
+        if info.get("requests") != runs:
+            _log(f"  warning: the daemon served {info.get('requests')} of {runs} one-shot calls")
+        out["daemon_rss_mb"] = info.get("rss_mb")
+    finally:
+        subprocess.run([sys.executable, "-m", "ctx_lsp", "daemon", "stop", *common], capture_output=True, env=env,
+                       timeout=60)
+    return out
+
+
 def _spawn(args: list[str]) -> tuple[float, subprocess.Popen[str]]:
     env = dict(os.environ)
     env.pop("CTX_LSP_CACHE_DIR", None)
@@ -268,6 +322,10 @@ def measure_root(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         qms = wev["queries"][1]["ms"]
         rec["query_p50_ms"] = _ms(qms, 50)
         rec["query_p95_ms"] = _ms(qms, 95)
+        oneshot_runs = getattr(args, "oneshot_runs", 7)
+        if oneshot_runs:
+            _log(f"{root}: one-shot `ctx-lsp context` x{oneshot_runs}, in-process and through a daemon")
+            rec.update(measure_oneshot(root, cache, wev["queries"][1].get("queries") or [], oneshot_runs))
         for name, fn in EXTRA_MEASURES.items():
             try:
                 rec.update(fn(root, cache, args))

@@ -142,13 +142,10 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
 
 def _file_terms(text: str) -> dict[str, int]:
     from ctx_lsp.retrieval.text import (
-        terms,  # the one tokenizer of lexical search (no cycle: text imports nothing here)
+        term_counts,  # the one tokenizer of lexical search (no cycle: text imports nothing here)
     )
 
-    counts: dict[str, int] = {}
-    for t in terms(text):
-        counts[t] = counts.get(t, 0) + 1
-    return counts
+    return dict(term_counts(text))
 
 
 _LITERAL_WORTH = re.compile(r"\s|^(?:[a-z_]+\.)?[A-Z]{1,2}\d{3,4}$|^-{0,2}[a-z][a-z0-9]*(?:[-_][a-z0-9]+)+$")

@@ -42,7 +42,7 @@ def test_speed_json_on_a_tiny_workspace(tmp_path: Path) -> None:
 
     proc = subprocess.run(
         [sys.executable, "-m", "benchmark_gen", "speed", str(root), "--json", "--no-refine", "--edits", "5",
-         "--queries", "5"],
+         "--queries", "5", "--oneshot-runs", "3"],
         capture_output=True, text=True, timeout=240, cwd=Path(__file__).resolve().parents[1],
     )
     assert proc.returncode == 0, proc.stderr
@@ -65,6 +65,10 @@ def test_speed_json_on_a_tiny_workspace(tmp_path: Path) -> None:
         assert row["query_p50_ms"] is None and row["query_p95_ms"] is None
     else:
         assert row["query_p50_ms"] > 0 and row["query_p95_ms"] >= row["query_p50_ms"]
+    for key in ("oneshot_p50_s", "oneshot_rss_mb", "oneshot_daemon_p50_s", "oneshot_daemon_rss_mb", "daemon_rss_mb"):
+        assert isinstance(row[key], (int, float)) and row[key] > 0, key
+    # a caller served by the daemon never loads the index itself
+    assert row["oneshot_daemon_rss_mb"] < row["oneshot_rss_mb"]
     # the workspace itself is untouched (edits are editor buffers, the cache is a temporary directory)
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
     assert "speed:" in proc.stderr  # progress goes to stderr

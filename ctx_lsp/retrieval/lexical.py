@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ctx_lsp.extract import FileFacts
 from ctx_lsp.model import symbol_id
-from ctx_lsp.retrieval.text import terms
+from ctx_lsp.retrieval.text import term_counts, terms
 
 K1 = 1.5
 B = 0.75
@@ -65,8 +65,8 @@ class LexicalIndex:
             return
         added: list[str] = []
         for node_id, text in chunk_texts(facts):
-            toks = terms(text)
-            ch = Chunk(node_id, path, len(toks), Counter(toks))
+            tf = term_counts(text)
+            ch = Chunk(node_id, path, sum(tf.values()), tf)
             self.chunks[node_id] = ch
             self.total_len += ch.length
             for t in ch.tf:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from functools import lru_cache
 
 import snowballstemmer
@@ -51,4 +52,14 @@ def terms(text: str, keep_stopwords: bool = False) -> list[str]:
     out: list[str] = []
     for ident in _WORD.findall(text):
         out.extend(_ident_terms(ident, keep_stopwords))
+    return out
+
+
+def term_counts(text: str, keep_stopwords: bool = False) -> Counter[str]:
+    """`Counter(terms(text))`, computed per distinct identifier: code repeats its names, so this is
+    several times faster on whole files and symbol chunks."""
+    out: Counter[str] = Counter()
+    for ident, n in Counter(_WORD.findall(text)).items():
+        for t in _ident_terms(ident, keep_stopwords):
+            out[t] += n
     return out
