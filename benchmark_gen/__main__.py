@@ -18,6 +18,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-refine", action="store_true", help="skip the jedi refinement timing")
     p.add_argument("--refine-budget", type=float, default=None, help="stop jedi refinement after S seconds")
     p.add_argument("--seed", type=int, default=0, help="seed of the random edits and queries")
+    p.add_argument("--switch", default=None, metavar="OTHER",
+                   help="another version of the (single) ROOT project: time the update after a checkout to it")
     p.add_argument("--oneshot-runs", type=int, default=7,
                    help="one-shot `ctx-lsp context` processes per mode (in-process, daemon); 0 skips them")
 

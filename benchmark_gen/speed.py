@@ -19,6 +19,10 @@ Per root, with a fresh cache directory:
 - oneshot_daemon_p50_s / oneshot_daemon_rss_mb / daemon_rss_mb: the same queries through a daemon started
   once on that cache (`daemon_start_s`: how long `ctx-lsp daemon start` took): the caller's wall and RSS,
   and the daemon's own peak RSS.
+- switch_* (with --switch OTHER, another version of the same project): a copy of ROOT indexed cold
+  (switch_cold_s), then turned into OTHER as a checkout would (switch_files .py files added, changed or
+  removed); switch_update_s: a fresh process opening that cache until queryable; switch_daemon_s: a
+  running daemon's next `ctx-lsp context` call (refresh included); *_ratio: each over switch_cold_s.
 - update_rename_p50_ms / update_rename_p95_ms (beyond the contract): the same, but each edit renames a
   random top-level def, an interface change: every file that looked the old name up is re-bound too
   (`update_rename_rebound_p95`: how many files that was).
@@ -287,6 +291,70 @@ def _ms(values: list[float] | None, q: float) -> float | None:
     return None if p is None else round(p, 2)
 
 
+def _sync_tree(tree: Path, other: Path) -> int:
+    """Make `tree` hold exactly `other`'s files, the way a checkout does: changed and new files are
+    written (with a new mtime), removed ones deleted, unchanged ones left alone. Returns how many .py
+    files were added, changed or removed."""
+    wanted: set[str] = set()
+    touched = 0
+    for dirpath, dirnames, filenames in os.walk(other):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in filenames:
+            src = Path(dirpath) / name
+            rel = src.relative_to(other).as_posix()
+            wanted.add(rel)
+            dst = tree / rel
+            data = src.read_bytes()
+            if dst.is_file() and dst.read_bytes() == data:
+                continue
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(data)
+            touched += rel.endswith(".py")
+    for dirpath, dirnames, filenames in os.walk(tree):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in filenames:
+            path = Path(dirpath) / name
+            if path.relative_to(tree).as_posix() not in wanted:
+                path.unlink()
+                touched += name.endswith(".py")
+    return touched
+
+
+def measure_switch(root: Path, other: Path) -> dict[str, Any]:
+    """A checkout that changes many files (a branch switch, a pull): a copy of ROOT indexed cold, then
+    turned into OTHER (another version of the same project); the update timed two ways, each beside that
+    copy's own cold index: a fresh process opening the cache (`switch_update_s`), and a running daemon
+    answering its next request (`switch_daemon_s`, refresh included)."""
+    tmp = Path(tempfile.mkdtemp(prefix="ctx-lsp-switch-"))
+    try:
+        out: dict[str, Any] = {}
+        for how in ("process", "daemon"):
+            tree, cache = tmp / how / "tree", tmp / how / "cache"
+            shutil.copytree(root, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+            t_cold = dict((e["event"], t) for t, e in _events(*_spawn(["cold", str(tree), str(cache)])))["queryable"]
+            out.setdefault("switch_cold_s", round(t_cold, 3))
+            if how == "process":
+                out["switch_files"] = _sync_tree(tree, other)
+                args = ["warm", str(tree), str(cache), "--edits", "0", "--queries", "0"]
+                t_upd = dict((e["event"], t) for t, e in _events(*_spawn(args)))["queryable"]
+                out["switch_update_s"] = round(t_upd, 3)
+                out["switch_ratio"] = round(t_upd / t_cold, 3)
+                continue
+            env = {k: v for k, v in os.environ.items() if k not in ("CTX_LSP_CACHE_DIR", "CTX_LSP_DAEMON")}
+            common = ["--root", str(tree), "--cache-dir", str(cache)]
+            _run_cli(["daemon", "start", *common, "--idle-timeout", "600"], env)
+            try:
+                _sync_tree(tree, other)
+                t_d, _ = _run_cli(["context", *common, "who calls main"], env)
+                out["switch_daemon_s"] = round(t_d, 3)
+                out["switch_daemon_ratio"] = round(t_d / t_cold, 3)
+            finally:
+                _run_cli(["daemon", "stop", *common], env)
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def measure_root(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     cache = Path(tempfile.mkdtemp(prefix="ctx-lsp-speed-"))
     try:
@@ -326,6 +394,10 @@ def measure_root(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         if oneshot_runs:
             _log(f"{root}: one-shot `ctx-lsp context` x{oneshot_runs}, in-process and through a daemon")
             rec.update(measure_oneshot(root, cache, wev["queries"][1].get("queries") or [], oneshot_runs))
+        if getattr(args, "switch", None):
+            other = Path(args.switch).resolve()
+            _log(f"{root}: a checkout to {other} (copy indexed cold, then switched), fresh process and daemon")
+            rec.update(measure_switch(root, other))
         for name, fn in EXTRA_MEASURES.items():
             try:
                 rec.update(fn(root, cache, args))

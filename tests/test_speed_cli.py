@@ -84,3 +84,32 @@ def test_percentile_and_markdown() -> None:
     table = markdown([row]).splitlines()
     assert table[0].startswith("| root | files | lines |")
     assert table[2].startswith("| flask | 3 |") and "| null |" in table[2]
+
+
+def test_switch_lays_out_the_other_version_and_times_the_update(tmp_path: Path) -> None:
+    from benchmark_gen.speed import _sync_tree, measure_switch
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root, body in ((a, "def build():\n    return 1\n"), (b, "def build():\n    return 2\n")):
+        (root / "pkg").mkdir(parents=True)
+        (root / "pkg" / "__init__.py").write_text("")
+        (root / "pkg" / "store.py").write_text(body)
+        (root / "README").write_text("same\n")
+    (a / "pkg" / "old.py").write_text("X = 1\n")
+    (b / "pkg" / "new.py").write_text("from pkg.store import build\n\n\ndef main():\n    return build()\n")
+    tree = tmp_path / "tree"
+    import shutil
+
+    shutil.copytree(a, tree)
+    unchanged = (tree / "pkg" / "__init__.py").stat().st_mtime_ns
+    assert _sync_tree(tree, b) == 3  # store.py changed, new.py added, old.py removed
+    assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()) == \
+        sorted(p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file())
+    assert (tree / "pkg" / "store.py").read_text() == (b / "pkg" / "store.py").read_text()
+    assert (tree / "pkg" / "__init__.py").stat().st_mtime_ns == unchanged  # a checkout leaves it alone
+
+    row = measure_switch(a, b)
+    assert row["switch_files"] == 3
+    for key in ("switch_cold_s", "switch_update_s", "switch_daemon_s", "switch_ratio", "switch_daemon_ratio"):
+        assert isinstance(row[key], float) and row[key] > 0, key
+    assert (a / "pkg" / "old.py").exists() and not (a / "pkg" / "new.py").exists()  # ROOT itself untouched

@@ -60,6 +60,7 @@ class Retriever:
         self._names_rev = -1
         self._names: list[str] = []
         self._compound: list[str] = []
+        self._split_names: dict[str, tuple[str, ...]] = {}
         self._lines: dict[str, tuple[str, list[str]]] = {}
         engine.index.listeners.append(self._on_change)
 
@@ -118,11 +119,17 @@ class Retriever:
             for name in self._names:
                 self._by_prefix.setdefault(name[:2], []).append(name)
             compound: dict[str, tuple[str, ...]] = {}
+            split = self._split_names  # kept across revisions: an edit changes few names, splitting all costs ~1 s
+            kinds = _SYMBOL_KINDS + ("variable",)
             for n in g.nodes():
-                if n.qualname and n.kind in _SYMBOL_KINDS + ("variable",) and n.name not in compound:
-                    subs = tuple(split_identifier(n.name))
+                if n.qualname and n.kind in kinds and n.name not in compound:
+                    subs = split.get(n.name)
+                    if subs is None:
+                        subs = split[n.name] = tuple(split_identifier(n.name))
                     if len(subs) >= 2:
                         compound[n.name] = subs
+            if len(split) > 2 * len(self._names) + 1000:  # names that left the workspace
+                self._split_names = {k: v for k, v in split.items() if k in g.by_name}
             self._compound = sorted(compound)
             # sub-word -> compound names containing it, so a query only checks names sharing a word
             self._by_subword: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
