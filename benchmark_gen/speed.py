@@ -23,6 +23,8 @@ Per root, with a fresh cache directory:
   (switch_cold_s), then turned into OTHER as a checkout would (switch_files .py files added, changed or
   removed); switch_update_s: a fresh process opening that cache until queryable; switch_daemon_s: a
   running daemon's next `ctx-lsp context` call (refresh included); *_ratio: each over switch_cold_s.
+- cold_phases_s / warm_phases_s: where those two processes spent their time (WorkspaceIndex.phases:
+  load, discover, decode, install, extract, bind, graph, flow, save, and the coverage/history producers).
 - update_rename_p50_ms / update_rename_p95_ms (beyond the contract): the same, but each edit renames a
   random top-level def, an interface change: every file that looked the old name up is re-bound too
   (`update_rename_rebound_p95`: how many files that was).
@@ -101,7 +103,7 @@ def child_cold(root: Path, cache: Path, refine: bool, budget: float | None) -> N
     _probe_query(index)
     lines = sum(f.lines for f in index.facts.values())
     _emit("queryable", files=len(index.facts), lines=lines, rss_mb=_rss_mb(),
-          workers_rss_mb=_rss_mb(resource.RUSAGE_CHILDREN))
+          workers_rss_mb=_rss_mb(resource.RUSAGE_CHILDREN), phases=index.phases)
     if not refine:
         return
     from ctx_lsp.refine import refine_index
@@ -149,7 +151,7 @@ def child_warm(root: Path, cache: Path, edits: int, queries: int, seed: int) -> 
     engine = Engine(root, cache_dir=cache)
     report = engine.open()
     _probe_query(engine.index)
-    _emit("queryable", warm=report.warm, rss_mb=_rss_mb())
+    _emit("queryable", warm=report.warm, rss_mb=_rss_mb(), phases=engine.index.phases)
 
     rng = random.Random(seed)
     q_ms: list[float] | None = []
@@ -406,6 +408,8 @@ def measure_root(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         # context beyond the contract: useful when reading the numbers
         rec["peak_rss_workers_mb"] = q["workers_rss_mb"]
         rec["warm_rss_mb"] = w["rss_mb"]
+        rec["cold_phases_s"] = {k: round(v, 3) for k, v in (q.get("phases") or {}).items()}
+        rec["warm_phases_s"] = {k: round(v, 3) for k, v in (w.get("phases") or {}).items()}
         ren = wev["renames"][1]
         rec["update_rename_p50_ms"] = _ms(ren["ms"], 50)
         rec["update_rename_p95_ms"] = _ms(ren["ms"], 95)

@@ -56,8 +56,10 @@ class Engine:
         # syncs on the first history question instead (results are cached by blob id either way).
         eager = len(self.index.facts) <= HISTORY_EAGER_FILES
         for attach, kwargs in ((attach_coverage, {}), (attach_history, {"sync": eager})):
+            t = time.perf_counter()
             try:
                 attach(self.index, **kwargs)  # type: ignore[operator]
+                self.index.phases[attach.__name__.removeprefix("attach_")] = time.perf_counter() - t
             except Exception:
                 import logging
 

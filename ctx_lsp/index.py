@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,16 @@ class BuildReport:
     rebound: int = 0
     seconds: float = 0.0
     warm: bool = False
+    phases: dict[str, float] = field(default_factory=dict)  # wall seconds per stage (see WorkspaceIndex.phases)
+
+
+@contextmanager
+def _timed(phases: dict[str, float], name: str) -> Iterator[None]:
+    t = time.perf_counter()
+    try:
+        yield
+    finally:
+        phases[name] = phases.get(name, 0.0) + time.perf_counter() - t
 
 
 _CALLS, _OVERRIDES = EdgeKind.CALLS.value, EdgeKind.OVERRIDES.value
@@ -156,17 +167,24 @@ class WorkspaceIndex:
         self._flow_inputs: dict[str, tuple[list[tuple], frozenset[tuple[str, str]], tuple[tuple[str, str], ...]]] = {}
         self.extra_state: dict[str, Any] = {}  # other producers' persisted state (history, coverage)
         self.overlay_text: dict[str, str] = {}  # editor buffers (unsaved text), by path
+        # wall seconds per stage of the last load_or_build or refresh (load, discover, decode, install,
+        # extract, bind, graph, flow, save; Engine.open adds its producers): where a build's time goes
+        self.phases: dict[str, float] = {}
 
     # -- building ----------------------------------------------------------------------------
     def load_or_build(self, progress: Progress | None = None) -> BuildReport:
         """Warm start from the cache when it is valid, re-reading only files whose stat changed."""
         t0 = time.perf_counter()
         report = BuildReport()
+        self.phases = report.phases
+        ph = report.phases
         gc_was = gc.isenabled()
         gc.disable()  # building millions of small objects: the cyclic GC only costs time here
         try:
-            cached = self.store.load(self.root)
-            found = discover(self.root, self.filter)
+            with _timed(ph, "load"):
+                cached = self.store.load(self.root)
+            with _timed(ph, "discover"):
+                found = discover(self.root, self.filter)
             for rel, reason in found.skipped:
                 self.skipped[rel] = reason
             report.files = len(found.files)
@@ -175,7 +193,8 @@ class WorkspaceIndex:
             # changed on disk since as ordinary updates.
             if cached is not None and progress:
                 progress("loading cache", 0, len(found.files))
-            decoded = _decode_cache(cached) if cached is not None else None
+            with _timed(ph, "decode"):
+                decoded = _decode_cache(cached) if cached is not None else None
             if cached is not None and decoded is None:
                 log.warning("cache corrupt, rebuilding: %s", self.store.path)
             del cached
@@ -184,10 +203,12 @@ class WorkspaceIndex:
                 stats = {rel: (st.size, st.mtime_ns) for rel, st in states.items()}
                 self.state.update(states)
                 self.extra_state = extra
-                self._install(facts, binds, flow)
+                with _timed(ph, "install"):
+                    self._install(facts, binds, flow)
                 report.warm = True
                 todo = [rel for rel in found.files if rel not in found.stats or stats.get(rel) != found.stats[rel]]
-            fresh = self._extract_many(todo, found.files, progress)
+            with _timed(ph, "extract"):
+                fresh = self._extract_many(todo, found.files, progress)
             report.extracted = len(fresh)
             changes: dict[str, FileFacts | None] = {
                 rel: f for rel, f in fresh.items() if rel not in self.facts or self.facts[rel].digest != f.digest
@@ -195,7 +216,8 @@ class WorkspaceIndex:
             changes.update({rel: None for rel in self.facts if rel not in found.files})
             report.rebound = self._apply(changes, progress)
             if not report.warm or todo or changes:
-                self.save()  # a warm start that found nothing changed has nothing new to write
+                with _timed(ph, "save"):
+                    self.save()  # a warm start that found nothing changed has nothing new to write
         finally:
             if gc_was:
                 gc.enable()
@@ -350,13 +372,18 @@ class WorkspaceIndex:
             else:
                 self.graph.set_file(p, nodes_of(f))
         order = sorted(rebind)
-        results = self._bind_many(order, progress)
+        ph = self.phases
+        with _timed(ph, "bind"):
+            results = self._bind_many(order, progress)
         self._remember_flow_inputs(order)
-        for b in results:
-            self.bindings[b.path] = b
-            self.graph.set_edges(b.path, b.edges)
-        self._update_flow(set(order) | {p for p, f in changed.items() if f is None})
-        self.graph.relink()
+        with _timed(ph, "graph"):
+            for b in results:
+                self.bindings[b.path] = b
+                self.graph.set_edges(b.path, b.edges)
+        with _timed(ph, "flow"):
+            self._update_flow(set(order) | {p for p, f in changed.items() if f is None})
+        with _timed(ph, "graph"):
+            self.graph.relink()
         self.last_update = time.time()
         touched = set(changed) | rebind
         for listener in list(self.listeners):
@@ -476,7 +503,9 @@ class WorkspaceIndex:
 
         Files held as editor overlays are left alone. Returns the changed paths.
         """
-        found = discover(self.root, self.filter)
+        self.phases = {}
+        with _timed(self.phases, "discover"):
+            found = discover(self.root, self.filter)
         changed: dict[str, FileFacts | None] = {}
         for rel, reason in found.skipped:
             self.skipped[rel] = reason
@@ -556,4 +585,5 @@ def summarize(index: WorkspaceIndex, seconds: float) -> dict[str, Any]:
         "resolution": index.resolution_counts(),
         "errors": index.errors(),
         "seconds": round(seconds, 3),
+        "phases_s": {k: round(v, 3) for k, v in index.phases.items()},
     }

@@ -74,6 +74,10 @@ def test_index_json_keys_are_the_documented_ones(cache: Path) -> None:
     assert out["unresolved_sites"] == out["resolution"]["unresolved"]
     assert out["errors"] == []
     assert isinstance(out["seconds"], float)
+    # a cold build: every stage it ran is there, and they account for (most of) its time
+    assert {"discover", "extract", "bind", "graph", "flow", "save"} <= set(out["phases_s"])
+    assert "install" not in out["phases_s"]  # nothing was loaded from a cache
+    assert 0 < sum(out["phases_s"].values()) <= out["seconds"] + 0.5
     assert (cache / "index.msgpack").is_file()
     assert not list(ROOT.rglob("*.msgpack")), "nothing is written into the workspace"
 
