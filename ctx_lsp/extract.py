@@ -616,7 +616,7 @@ class _Visitor:
         else:
             if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
                 self.docstring = node.value  # docstrings and bare strings are prose, not messages
-            for child in ast.iter_child_nodes(node):
+            for child in child_nodes(node):
                 if isinstance(child, ast.stmt):
                     self.stmt(child)
                 elif isinstance(child, ast.expr):
@@ -982,18 +982,30 @@ class _Visitor:
                             bound.add(sub.id)
                 if self.local_names:
                     self.local_names[-1].update(bound)
-                    stack.extend(ast.iter_child_nodes(cur))
+                    stack.extend(child_nodes(cur))
                 else:
                     # module/class-level comprehension: its variables must not become module refs
                     self.local_names.append(bound)
-                    for child in ast.iter_child_nodes(cur):
+                    for child in child_nodes(cur):
                         self.expr(child)
                     self.local_names.pop()
             elif isinstance(cur, ast.NamedExpr):
                 self.bind_target(cur.target)
                 stack.append(cur.value)
             else:
-                stack.extend(ast.iter_child_nodes(cur))
+                stack.extend(child_nodes(cur))
+
+
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """`list(ast.iter_child_nodes(node))`, same order, without its generator layers (extraction's hot path)."""
+    out: list[ast.AST] = []
+    for name in node._fields:
+        v = getattr(node, name, None)
+        if isinstance(v, ast.AST):
+            out.append(v)
+        elif v.__class__ is list:
+            out.extend(x for x in v if isinstance(x, ast.AST))
+    return out
 
 
 def _is_type_checking(test: ast.expr) -> bool:

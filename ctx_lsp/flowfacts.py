@@ -37,11 +37,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+from collections import deque
 from collections.abc import Callable
 
-from ctx_lsp.extract import Chain, chain_of
+from ctx_lsp.extract import Chain, chain_of, child_nodes
 
 Flow = tuple[str, str, int, int, Chain, str]
+
+_NO_CALLS = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
 
 _APPENDERS = frozenset({"append", "add", "appendleft", "insert", "setdefault"})
 _ITEM_READERS = frozenset({"get", "values", "items", "pop", "copy"})
@@ -198,7 +201,7 @@ class _Walker:
                 self.assigned(node, node.target.id, node.iter, iterated=True)
         elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and self.local(node.value.id):
             self.add("returns", node, (), node.value.id)
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if isinstance(child, ast.stmt):
                 self.stmt(child)
             elif isinstance(child, ast.expr):
@@ -256,11 +259,25 @@ class _Walker:
         self.scope.pop()
 
     def expr(self, node: ast.expr) -> None:
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Call):
-                self.call(sub)
-            elif isinstance(sub, ast.NamedExpr) and self.names:
-                self.names[-1].add(sub.target.id)
+        # ast.walk's order (breadth first), without its generator layers and without the nodes that
+        # can hold no call (names, constants, load/store contexts): the hottest loop of extraction
+        todo: deque[ast.AST] = deque((node,))
+        pop, push = todo.popleft, todo.append
+        AST, Call, NamedExpr, skip = ast.AST, ast.Call, ast.NamedExpr, _NO_CALLS
+        while todo:
+            sub = pop()
+            if sub.__class__ is Call:
+                self.call(sub)  # type: ignore[arg-type]  # the class test above
+            elif sub.__class__ is NamedExpr and self.names:
+                self.names[-1].add(sub.target.id)  # type: ignore[attr-defined]  # the class test above
+            for name in sub._fields:
+                v = getattr(sub, name, None)
+                if v.__class__ is list:
+                    for x in v:
+                        if isinstance(x, AST) and not isinstance(x, skip):
+                            push(x)
+                elif isinstance(v, AST) and not isinstance(v, skip):
+                    push(v)
 
     def call(self, node: ast.Call) -> None:
         func = node.func
