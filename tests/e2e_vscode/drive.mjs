@@ -58,6 +58,19 @@ const context = await browser.newContext({ viewport: { width: 1280, height: 800 
 await context.grantPermissions(['clipboard-read', 'clipboard-write']).catch(() => {});
 const page = await context.newPage();
 page.on('pageerror', (e) => log(`page error: ${e.message}`));
+const cspMessages = [];
+page.on('console', (m) => {
+  if (/Content.Security.Policy/i.test(m.text())) cspMessages.push(m.text());
+});
+const ISSUE = [
+  'Orders placed through the service are sometimes missing from the repository',
+  '',
+  'When I call OrderService.place_order twice with the same order id, the second order replaces the',
+  'first one in Repository.save and the first order is lost. I expected an error.',
+  '',
+  'Steps: create an OrderService, place order "o-1" with two items, then place "o-1" again; find("o-1")',
+  'returns the second order. The storage in shop/models.py should refuse duplicate ids.',
+].join('\n');
 
 async function statusTexts() {
   return page.locator('.monaco-workbench .part.statusbar .statusbar-item').allInnerTexts().catch(() => []);
@@ -67,11 +80,12 @@ async function notificationTexts() {
 }
 
 /** Runs a command by its Command Palette title (retrying until the extension registered it). */
-async function runCommand(title) {
+async function runCommand(title, { keepSelection = false, click = false } = {}) {
   const input = page.locator('.quick-input-widget input').first();
   const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
-  for (const deadline = Date.now() + timeout; ;) {
-    await page.keyboard.press('Escape');
+  for (let first = true, deadline = Date.now() + timeout; ; first = false) {
+    // Escape closes a leftover palette, but in an editor it also drops the selection
+    if (!(keepSelection && first)) await page.keyboard.press('Escape');
     await page.keyboard.press('F1');
     try {
       await input.waitFor({ state: 'visible', timeout: 3000 });
@@ -83,7 +97,9 @@ async function runCommand(title) {
       await page.waitForTimeout(1000);
     }
   }
-  await page.keyboard.press('Enter');
+  // Enter takes the first row; a click takes the row that names the command (when another ranks first)
+  if (click) await row.click();
+  else await page.keyboard.press('Enter');
   log(`ran "${title}"`);
 }
 
@@ -271,6 +287,78 @@ try {
   const atSymbols = await at.frame.locator('.sym').allInnerTexts();
   if (!atSymbols.some((t) => t.includes('Repository.save'))) throw new Error(`Context at Cursor on save() lacks Repository.save: ${JSON.stringify(atSymbols)}`);
   await shot('vscode-context-at-cursor.png');
+
+  // 7a. The test-only probe extension checks the language-model tools (vscode.lm.invokeTool), the
+  //     @ctx handler and the MCP definition from inside VS Code (report: probe.json).
+  step = 'probe';
+  await runCommand('CTX Probe: Check Tools');
+  const verdict = page.locator('.notifications-toasts .notification-list-item-message', { hasText: /CTX probe: (PASS|FAIL)/ }).first();
+  await verdict.waitFor({ timeout: 180000 });
+  const verdictText = (await verdict.innerText()).trim();
+  log(`probe: ${verdictText}`);
+  if (!verdictText.includes('PASS')) throw new Error(verdictText);
+
+  // 7b. CTX: Context for Selection on a pasted multi-paragraph issue in a new untitled editor.
+  step = 'context for selection';
+  await runCommand('File: New Untitled Text File', { click: true });
+  await page.locator('.editor-group-container.active .monaco-editor').first().waitFor({ timeout: 10000 });
+  await page.waitForTimeout(500);
+  const pasted = await page.evaluate((t) => navigator.clipboard.writeText(t).then(() => true, () => false), ISSUE);
+  if (pasted) await page.keyboard.press('Control+V');
+  else await page.keyboard.insertText(ISSUE);
+  await page.locator('.editor-group-container.active .view-line', { hasText: 'Steps: create an OrderService' }).first().waitFor({ timeout: 10000 });
+  await page.keyboard.press('Control+A');
+  log(`${pasted ? 'pasted' : 'typed'} a ${ISSUE.split('\n').length}-line issue and selected it`);
+  const seqSel = await seqNow();
+  await runCommand('CTX: Context for Selection', { keepSelection: true });
+  if (!(await waitSeq(seqSel, 60000))) throw new Error(`no new context view after Context for Selection; notifications: ${JSON.stringify(await notificationTexts())}`);
+  const sel = await findInWebview('h1', 'Orders placed through the service', 10000);
+  if (!sel) throw new Error('the context view does not show the issue title');
+  const selLinks = await sel.frame.locator('.span-link').allInnerTexts();
+  const taskSummary = (await sel.frame.locator('#task summary').innerText()).trim();
+  log(`context for selection: "${(await sel.frame.locator('h1').innerText()).trim()}"; ${taskSummary}; items: ${selLinks.join(', ')}`);
+  if (!taskSummary.startsWith('task text · 7 lines')) throw new Error(`the pack was not read as task text: "${taskSummary}"`);
+  if (!selLinks.some((l) => l.startsWith('shop/service.py:10')) || !selLinks.some((l) => l.startsWith('shop/models.py:21'))) {
+    throw new Error(`expected OrderService.place_order and Repository.save among the items: ${JSON.stringify(selLinks)}`);
+  }
+  await shot('vscode-context-for-selection.png');
+
+  // 7c. CTX: Show Graph on shop/service.py (cursor on line 1: no symbol, so the file's graph).
+  step = 'graph';
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('F1');
+  await input.waitFor({ state: 'visible', timeout: 5000 });
+  await input.fill('shop/service.py');
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'service.py' }).first().waitFor({ timeout: 10000 });
+  await page.keyboard.press('Enter');
+  await page.locator('.tabs-container .tab.active', { hasText: 'service.py' }).first().waitFor({ timeout: 10000 });
+  await page.keyboard.press('F1');
+  await input.waitFor({ state: 'visible', timeout: 5000 });
+  await input.fill(':1:1');
+  await page.keyboard.press('Enter');
+  const cspBefore = cspMessages.length;
+  await runCommand('CTX: Show Graph');
+  const gv = await findInWebview('body[data-rendered="true"] h1', 'Graph: shop/service.py', 60000);
+  if (!gv) throw new Error(`no rendered graph view; CSP messages: ${JSON.stringify(cspMessages)}; notifications: ${JSON.stringify(await notificationTexts())}`);
+  const nodeNames = (await gv.frame.locator('#node-list .node-link').allInnerTexts()).map((t) => t.trim());
+  const drawn = Number(await gv.frame.locator('body').getAttribute('data-nodes'));
+  const drawnEdges = Number(await gv.frame.locator('body').getAttribute('data-edges'));
+  const canvases = await gv.frame.locator('#cy canvas').count();
+  log(`graph view: ${drawn} nodes, ${drawnEdges} edges drawn on ${canvases} canvases; nodes: ${JSON.stringify(nodeNames)}`);
+  for (const want of ['service.py', 'models.py', 'Repository', 'Repository.save', 'Order', 'test_place_order_saves_it']) {
+    if (!nodeNames.includes(want)) throw new Error(`the graph lacks the node ${want}: ${JSON.stringify(nodeNames)}`);
+  }
+  if (drawn !== nodeNames.length || drawnEdges < nodeNames.length - 1 || !canvases) throw new Error(`cytoscape drew ${drawn} nodes / ${drawnEdges} edges on ${canvases} canvases for ${nodeNames.length} listed nodes`);
+  await page.waitForTimeout(500);
+  if (cspMessages.length > cspBefore) throw new Error(`the graph view violated its CSP: ${JSON.stringify(cspMessages.slice(cspBefore))}`);
+  await page.waitForTimeout(500);
+  await shot('vscode-graph.png');
+  // clicking a node opens it
+  await gv.frame.locator('#node-list .node-link', { hasText: /^Repository\.save$/ }).first().click();
+  await page.locator('.tabs-container .tab.active', { hasText: 'models.py' }).first().waitFor({ timeout: 15000 });
+  const lineCol = (await statusTexts()).find((t) => /Ln \d+, Col \d+/.test(t)) ?? '';
+  log(`graph node opened models.py (${lineCol.trim()})`);
+  if (!lineCol.includes('Ln 21')) throw new Error(`clicking Repository.save should open models.py:21, status bar: ${lineCol}`);
 
   // 7. A settings change restarts the server; an interpreter without ctx_lsp gives a notification
   //    with an "Install ctx-lsp" action (not a silent failure); restoring the setting recovers.

@@ -72,7 +72,8 @@ export interface GraphHtmlOptions {
   seq?: number;
 }
 
-/** The webview document. The data travels as JSON in a non-executed script element; the node
+/** The webview document (cytoscape's own stylesheet is included: it would inject it unnonced,
+ * which the CSP blocks). The data travels as JSON in a non-executed script element; the node
  * list beside the canvas names every node (clickable, and readable by tests and screen readers). */
 export function graphHtml(g: Neighbourhood, opt: GraphHtmlOptions): string {
   const e = escapeHtml;
@@ -110,7 +111,14 @@ a:hover { text-decoration: underline; }
 .key { margin-right: 10px; white-space: nowrap; }
 .dot { display: inline-block; width: 9px; height: 9px; border-radius: 50%; margin-right: 4px; }
 .line { display: inline-block; width: 16px; height: 3px; margin: 0 4px 2px 0; vertical-align: middle; }
-</style></head>
+@media (max-width: 760px) {
+  main { flex-direction: column; }
+  #cy { min-height: 320px; }
+  aside { width: auto; max-height: 35%; border-left: none; border-top: 1px solid var(--vscode-editorWidget-border, #8884); }
+}
+</style>
+<style nonce="${opt.nonce}" id="__________cytoscape_stylesheet">.__________cytoscape_container { position: relative; }</style>
+</head>
 <body data-seq="${opt.seq ?? 0}" data-center="${e(g.center?.id ?? '')}">
 <header><h1>Graph: ${e(title)}</h1>
 <div class="dim">${g.nodes.length ? `${g.nodes.length - 1} neighbours · ${g.edges.length} edges${g.truncated ? ` · ${g.truncated} more not drawn` : ''} · click a node to open it` : e(g.reason ?? 'nothing to draw')}</div>

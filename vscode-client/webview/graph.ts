@@ -64,6 +64,8 @@ const cy = cytoscape({
     concentric: (n: cytoscape.NodeSingular) => (n.data('center') ? 2 : 1),
     levelWidth: () => 1,
     minNodeSpacing: 40,
+    padding: 30,
+    fit: true,
     animate: false,
   },
 });
@@ -78,7 +80,10 @@ for (const a of document.querySelectorAll<HTMLAnchorElement>('.node-link')) {
   a.addEventListener('mouseenter', () => cy.getElementById(a.dataset.id ?? '').select());
   a.addEventListener('mouseleave', () => cy.elements().unselect());
 }
-window.addEventListener('resize', () => cy.resize());
+window.addEventListener('resize', () => {
+  cy.resize();
+  cy.fit(undefined, 30);
+});
 // for tests and screen readers: how many nodes and edges were drawn
 document.body.dataset.nodes = String(cy.nodes().length);
 document.body.dataset.edges = String(cy.edges().length);
