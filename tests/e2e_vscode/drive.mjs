@@ -80,12 +80,11 @@ async function notificationTexts() {
 }
 
 /** Runs a command by its Command Palette title (retrying until the extension registered it). */
-async function runCommand(title, { keepSelection = false, click = false } = {}) {
+async function runCommand(title) {
   const input = page.locator('.quick-input-widget input').first();
   const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
-  for (let first = true, deadline = Date.now() + timeout; ; first = false) {
-    // Escape closes a leftover palette, but in an editor it also drops the selection
-    if (!(keepSelection && first)) await page.keyboard.press('Escape');
+  for (const deadline = Date.now() + timeout; ;) {
+    await page.keyboard.press('Escape');
     await page.keyboard.press('F1');
     try {
       await input.waitFor({ state: 'visible', timeout: 3000 });
@@ -97,9 +96,7 @@ async function runCommand(title, { keepSelection = false, click = false } = {}) 
       await page.waitForTimeout(1000);
     }
   }
-  // Enter takes the first row; a click takes the row that names the command (when another ranks first)
-  if (click) await row.click();
-  else await page.keyboard.press('Enter');
+  await page.keyboard.press('Enter');
   log(`ran "${title}"`);
 }
 
@@ -298,21 +295,31 @@ try {
   log(`probe: ${verdictText}`);
   if (!verdictText.includes('PASS')) throw new Error(verdictText);
 
-  // 7b. CTX: Context for Selection on a pasted multi-paragraph issue in a new untitled editor.
+  // 7b. The multi-line input: "CTX: Get Context…" -> its multi-line button opens a task document;
+  //     a pasted multi-paragraph issue, selected, goes through "CTX: Context for Selection" (the
+  //     editor title button of that document).
+  step = 'multi-line input';
+  await runCommand('CTX: Get Context…');
+  await page.locator('.quick-input-widget', { hasText: 'CTX: Get Context' }).first().waitFor({ timeout: 10000 });
+  await page.locator('.quick-input-widget input').first().fill('');
+  await page.locator('.quick-input-widget [aria-label^="Multi-line"]').first().click();
+  const taskEditor = page.locator('.editor-group-container.active .view-line', { hasText: 'CTX task: paste or write it below' }).first();
+  await taskEditor.waitFor({ timeout: 15000 });
+  log('the multi-line button opened a task document');
   step = 'context for selection';
-  await runCommand('File: New Untitled Text File', { click: true });
-  await page.locator('.editor-group-container.active .monaco-editor').first().waitFor({ timeout: 10000 });
-  await page.waitForTimeout(500);
+  await page.locator('.editor-group-container.active .monaco-editor .view-lines').first().click();
+  await page.keyboard.press('Control+End');
   const pasted = await page.evaluate((t) => navigator.clipboard.writeText(t).then(() => true, () => false), ISSUE);
   if (pasted) await page.keyboard.press('Control+V');
   else await page.keyboard.insertText(ISSUE);
   await page.locator('.editor-group-container.active .view-line', { hasText: 'Steps: create an OrderService' }).first().waitFor({ timeout: 10000 });
   await page.keyboard.press('Control+A');
-  log(`${pasted ? 'pasted' : 'typed'} a ${ISSUE.split('\n').length}-line issue and selected it`);
+  log(`${pasted ? 'pasted' : 'typed'} a ${ISSUE.split('\n').length}-line issue and selected the document`);
   const seqSel = await seqNow();
-  await runCommand('CTX: Context for Selection', { keepSelection: true });
+  await page.locator('.editor-group-container.active .editor-actions [aria-label*="Context for Selection"]').first().click();
+  log('clicked the editor title button "CTX: Context for Selection"');
   if (!(await waitSeq(seqSel, 60000))) throw new Error(`no new context view after Context for Selection; notifications: ${JSON.stringify(await notificationTexts())}`);
-  const sel = await findInWebview('h1', 'Orders placed through the service', 10000);
+  const sel = await findInWebview('h1', /^Context: Orders placed through the service/, 10000);
   if (!sel) throw new Error('the context view does not show the issue title');
   const selLinks = await sel.frame.locator('.span-link').allInnerTexts();
   const taskSummary = (await sel.frame.locator('#task summary').innerText()).trim();
@@ -356,9 +363,10 @@ try {
   // clicking a node opens it
   await gv.frame.locator('#node-list .node-link', { hasText: /^Repository\.save$/ }).first().click();
   await page.locator('.tabs-container .tab.active', { hasText: 'models.py' }).first().waitFor({ timeout: 15000 });
-  const lineCol = (await statusTexts()).find((t) => /Ln \d+, Col \d+/.test(t)) ?? '';
-  log(`graph node opened models.py (${lineCol.trim()})`);
-  if (!lineCol.includes('Ln 21')) throw new Error(`clicking Repository.save should open models.py:21, status bar: ${lineCol}`);
+  const at21 = await page.locator('.monaco-workbench .part.statusbar .statusbar-item', { hasText: /Ln 21, Col \d+/ }).first()
+    .waitFor({ timeout: 10000 }).then(() => true, () => false);
+  if (!at21) throw new Error(`clicking Repository.save should open models.py:21, status bar: ${JSON.stringify(await statusTexts())}`);
+  log('graph node Repository.save opened models.py:21');
 
   // 7. A settings change restarts the server; an interpreter without ctx_lsp gives a notification
   //    with an "Install ctx-lsp" action (not a silent failure); restoring the setting recovers.

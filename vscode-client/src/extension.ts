@@ -398,8 +398,8 @@ export interface CtxLspApi {
 /** A multi-line input: an untitled Markdown document for the task text; "CTX: Context for
  * Selection" (its editor title button) sends it, or the selected part of it. */
 async function openTaskDocument(initial: string): Promise<void> {
-  const hint = '<!-- Paste or write the task (e.g. a GitHub issue), then run "CTX: Context for Selection" (the search button above): the whole document, or the selected text, is the query. -->\n\n';
-  const doc = await vscode.workspace.openTextDocument({ language: 'markdown', content: hint + initial });
+  const hint = '<!-- CTX task: paste or write it below, then run "CTX: Context for Selection" (the search button above); the whole document, or the selected text, is the query. -->\n\n';
+  const doc = await vscode.workspace.openTextDocument({ language: 'markdown', content: hint + (initial.trim() ? initial.trim() + '\n' : '') });
   const ed = await vscode.window.showTextDocument(doc, { preview: false });
   const end = doc.lineAt(doc.lineCount - 1).range.end;
   ed.selection = new vscode.Selection(end, end);
