@@ -303,7 +303,7 @@ try {
   await page.locator('.quick-input-widget', { hasText: 'CTX: Get Context' }).first().waitFor({ timeout: 10000 });
   await page.locator('.quick-input-widget input').first().fill('');
   await page.locator('.quick-input-widget [aria-label^="Multi-line"]').first().click();
-  const taskEditor = page.locator('.editor-group-container.active .view-line', { hasText: 'CTX task: paste or write it below' }).first();
+  const taskEditor = page.locator('.editor-group-container.active .view-line', { hasText: '<!-- CTX task:' }).first();
   await taskEditor.waitFor({ timeout: 15000 });
   log('the multi-line button opened a task document');
   step = 'context for selection';
