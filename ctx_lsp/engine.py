@@ -6,8 +6,10 @@ Paths are workspace-relative POSIX strings; lines are 1-based; columns are 0-bas
 
 from __future__ import annotations
 
+import difflib
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ Checkpoint = Callable[[], None]  # called between retrieval stages; may raise to
 
 HISTORY_EAGER_FILES = 500  # above this many files, git history syncs on the first history question
 RELATIONS = ("callers", "callees", "implementations", "references", "importers", "tests", "history")
+TEST_DEPTH = 3  # tests that reach a symbol through at most this many calls count as its (static) tests
 
 
 class TargetNotFound(LookupError):
@@ -139,6 +142,14 @@ class Engine:
         return sorted(hits, key=lambda n: (n.qualname != short and n.qualname != name, kind_rank.get(n.kind, 5),
                                            "test" in n.path, n.path, n.qualname or ""))
 
+    def suggest_symbols(self, name: str, n: int = 3) -> list[str]:
+        """Qualified names close to an unknown `name` (for a "did you mean" hint)."""
+        t = name.strip()
+        names = sorted({x.qualname for x in self.index.graph.nodes() if x.qualname})
+        short = sorted({q.rsplit(".", 1)[-1] for q in names})
+        return difflib.get_close_matches(t, names, n=n, cutoff=0.6) or \
+            difflib.get_close_matches(t.rsplit(".", 1)[-1], short, n=n, cutoff=0.6)
+
     def symbol_at(self, path: str, line: int, col: int | None = None) -> Node | None:
         """The innermost symbol at a position (1-based line), preferring a name the cursor is on."""
         g = self.index.graph
@@ -193,7 +204,7 @@ class Engine:
         if n is None:
             return
         item: dict[str, Any] = {
-            "path": n.path, "symbol": n.qualname, "kind": n.kind, "line": n.start_line, "edge": e.kind,
+            "id": n.id, "path": n.path, "symbol": n.qualname, "kind": n.kind, "line": n.start_line, "edge": e.kind,
             "direction": direction, "site": {"path": e.path, "line": e.line, "col": e.col},
             "resolver": e.resolver, "from_symbol": self.index.graph.node(member).qualname if member in self.index.graph else None,  # type: ignore[union-attr]
         }
@@ -261,6 +272,44 @@ class Engine:
             frontier = nxt
             depth += 1
         return out
+
+    def tests_for(self, node_id: str, depth: int = TEST_DEPTH) -> list[dict[str, Any]]:
+        """Tests of a symbol, each `{node, location, reason}`: COVERS edges (per-test coverage, static
+        test mapping) first, then tests that call it directly or through up to `depth` calls (static,
+        from CALLS/INSTANTIATES edges; a class counts as reached when any of its methods is)."""
+        g = self.index.graph
+        node = g.node(node_id)
+        if node is None:
+            raise TargetNotFound(f"not in the index: {node_id}")
+        found: dict[str, dict[str, Any]] = {}
+        for it in self.related(node_id, "tests"):
+            cov: Node = it["node"]
+            found.setdefault(cov.id, {"node": cov, "location": f"{cov.path}:{cov.start_line}", "reason": it["reason"]})
+        # chain: the symbols between a test and the target, nearest to the test last
+        starts: list[tuple[str, list[str]]] = [(node_id, [])]
+        if node.kind == "class":
+            starts += [(n.id, [n.qualname]) for n in g.nodes_of_file(node.path)
+                       if n.qualname and n.qualname.startswith(f"{node.qualname}.")]
+        queue: deque[tuple[str, list[str]]] = deque(starts)
+        seen = {s for s, _ in starts}
+        while queue:
+            cur, chain = queue.popleft()
+            if len(chain) >= depth:
+                continue
+            for it in self.related(cur, "callers"):
+                n = it["node"]
+                if n.id in seen:
+                    continue
+                seen.add(n.id)
+                if n.kind != "test":
+                    queue.append((n.id, [*chain, n.qualname or n.id]))
+                    continue
+                if n.id not in found:
+                    e = it["edge"]
+                    reason = (f"static: calls it directly at {e.path}:{e.line}" if not chain else
+                              f"static: reaches it via {' -> '.join(reversed(chain))} (call at {e.path}:{e.line})")
+                    found[n.id] = {"node": n, "location": f"{n.path}:{n.start_line}", "reason": reason}
+        return list(found.values())
 
     # -- retrieval ------------------------------------------------------------------------------
     @property

@@ -13,11 +13,9 @@ Part of the core: never imports pygls or lsprotocol.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import logging
 import threading
-from collections import deque
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlparse
@@ -28,13 +26,12 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from ctx_lsp import __version__
-from ctx_lsp.engine import Engine, TargetNotFound
+from ctx_lsp.engine import TEST_DEPTH, Engine, TargetNotFound
 from ctx_lsp.model import Node
 
 log = logging.getLogger("ctx_lsp.mcp")
 
 MAX_LINES = 200  # a relation listing longer than this is cut (with a count) to protect the agent's context
-TEST_DEPTH = 3  # tests that reach a symbol through at most this many calls count as its (static) tests
 
 INSTRUCTIONS = """\
 ctx-lsp keeps a typed code graph of this Python workspace (imports, calls, references, inheritance,
@@ -124,10 +121,7 @@ class Bridge:
                               f"got the file path {rel!r}; use get_architectural_context for a file")
         candidates = self.engine.find_symbols(t)
         if not candidates:
-            names = sorted({n.qualname for n in g.nodes() if n.qualname})
-            short = sorted({q.rsplit(".", 1)[-1] for q in names})
-            close = difflib.get_close_matches(t, names, n=3, cutoff=0.6) or \
-                difflib.get_close_matches(t.rsplit(".", 1)[-1], short, n=3, cutoff=0.6)
+            close = self.engine.suggest_symbols(t)
             hint = f"; did you mean: {', '.join(close)}?" if close else ""
             raise ToolFailure(f"unknown symbol: {t}{hint}")
         return candidates[0].id, [c.id for c in candidates[1:6]]
@@ -240,43 +234,12 @@ class Bridge:
             return self._finish(lines, len(items), note)
 
     def _tests(self, node_id: str, others: list[str]) -> str:
-        """Tests for a symbol: COVERS edges (per-test coverage, static test mapping) plus tests that call it
-        directly or through up to TEST_DEPTH calls (static, from CALLS/INSTANTIATES edges)."""
+        """Tests for a symbol: COVERS edges plus tests that call it within TEST_DEPTH calls (Engine.tests_for)."""
         g = self.engine.graph
         node = g.node(node_id)
         assert node is not None
         head = self._describe(node)
-        found: dict[str, str] = {}
-        locs: dict[str, str] = {}
-        for it in self.engine.related(node_id, "tests"):
-            cov: Node = it["node"]
-            found.setdefault(cov.id, it["reason"])
-            locs[cov.id] = f"{cov.path}:{cov.start_line}"
-        # static: walk callers upward; a class counts as reached when any of its methods is
-        # chain: the symbols between a test and the target, nearest to the test last
-        starts: list[tuple[str, list[str]]] = [(node_id, [])]
-        if node.kind == "class":
-            starts += [(n.id, [n.qualname]) for n in g.nodes_of_file(node.path)
-                       if n.qualname and n.qualname.startswith(f"{node.qualname}.")]
-        queue: deque[tuple[str, list[str]]] = deque(starts)
-        seen = {s for s, _ in starts}
-        while queue:
-            cur, chain = queue.popleft()
-            if len(chain) >= TEST_DEPTH:
-                continue
-            for it in self.engine.related(cur, "callers"):
-                n = it["node"]
-                if n.id in seen:
-                    continue
-                seen.add(n.id)
-                if n.kind != "test":
-                    queue.append((n.id, [*chain, n.qualname or n.id]))
-                    continue
-                if n.id not in found:
-                    e = it["edge"]
-                    found[n.id] = (f"static: calls it directly at {e.path}:{e.line}" if not chain else
-                                   f"static: reaches it via {' -> '.join(reversed(chain))} (call at {e.path}:{e.line})")
-                    locs[n.id] = f"{n.path}:{n.start_line}"
+        found = self.engine.tests_for(node_id, TEST_DEPTH)
         note = self._ambiguity(node.qualname or node_id, others)
         if not found:
             cov = g.edge_counts().get("COVERS", 0)
@@ -284,9 +247,8 @@ class Bridge:
                    "no per-test coverage is imported (run `ctx-lsp coverage run -- pytest` for dynamic COVERS edges)")
             return (f"no tests found for {head}: {how}, and no test function calls it within {TEST_DEPTH} calls." + note)
         lines = [f"{len(found)} tests for {head}:"]
-        for tid, reason in list(found.items())[:MAX_LINES]:
-            tn = g.node(tid)
-            lines.append(f"{locs[tid]} {tn.qualname if tn else tid} ({reason})")
+        for t in found[:MAX_LINES]:
+            lines.append(f"{t['location']} {t['node'].qualname or t['node'].id} ({t['reason']})")
         return self._finish(lines, len(found), note)
 
     def _describe(self, node: Node) -> str:

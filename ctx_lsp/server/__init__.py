@@ -14,12 +14,13 @@ from ctx_lsp.server.server import CtxLanguageServer
 
 
 def build_server() -> CtxLanguageServer:
-    from ctx_lsp.server import commands, lifecycle, navigation
+    from ctx_lsp.server import commands, graph_lookup, lifecycle, navigation
 
     server = CtxLanguageServer()
     lifecycle.register(server)
     navigation.register(server)
     commands.register(server)
+    graph_lookup.register(server)
     return server
 
 

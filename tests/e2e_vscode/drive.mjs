@@ -58,6 +58,19 @@ const context = await browser.newContext({ viewport: { width: 1280, height: 800 
 await context.grantPermissions(['clipboard-read', 'clipboard-write']).catch(() => {});
 const page = await context.newPage();
 page.on('pageerror', (e) => log(`page error: ${e.message}`));
+const cspMessages = [];
+page.on('console', (m) => {
+  if (/Content.Security.Policy/i.test(m.text())) cspMessages.push(m.text());
+});
+const ISSUE = [
+  'Orders placed through the service are sometimes missing from the repository',
+  '',
+  'When I call OrderService.place_order twice with the same order id, the second order replaces the',
+  'first one in Repository.save and the first order is lost. I expected an error.',
+  '',
+  'Steps: create an OrderService, place order "o-1" with two items, then place "o-1" again; find("o-1")',
+  'returns the second order. The storage in shop/models.py should refuse duplicate ids.',
+].join('\n');
 
 async function statusTexts() {
   return page.locator('.monaco-workbench .part.statusbar .statusbar-item').allInnerTexts().catch(() => []);
@@ -271,6 +284,89 @@ try {
   const atSymbols = await at.frame.locator('.sym').allInnerTexts();
   if (!atSymbols.some((t) => t.includes('Repository.save'))) throw new Error(`Context at Cursor on save() lacks Repository.save: ${JSON.stringify(atSymbols)}`);
   await shot('vscode-context-at-cursor.png');
+
+  // 7a. The test-only probe extension checks the language-model tools (vscode.lm.invokeTool), the
+  //     @ctx handler and the MCP definition from inside VS Code (report: probe.json).
+  step = 'probe';
+  await runCommand('CTX Probe: Check Tools');
+  const verdict = page.locator('.notifications-toasts .notification-list-item-message', { hasText: /CTX probe: (PASS|FAIL)/ }).first();
+  await verdict.waitFor({ timeout: 180000 });
+  const verdictText = (await verdict.innerText()).trim();
+  log(`probe: ${verdictText}`);
+  if (!verdictText.includes('PASS')) throw new Error(verdictText);
+
+  // 7b. The multi-line input: "CTX: Get Context…" -> its multi-line button opens a task document;
+  //     a pasted multi-paragraph issue, selected, goes through "CTX: Context for Selection" (the
+  //     editor title button of that document).
+  step = 'multi-line input';
+  await runCommand('CTX: Get Context…');
+  await page.locator('.quick-input-widget', { hasText: 'CTX: Get Context' }).first().waitFor({ timeout: 10000 });
+  await page.locator('.quick-input-widget input').first().fill('');
+  await page.locator('.quick-input-widget [aria-label^="Multi-line"]').first().click();
+  const taskEditor = page.locator('.editor-group-container.active .view-line', { hasText: '<!-- CTX task:' }).first();
+  await taskEditor.waitFor({ timeout: 15000 });
+  log('the multi-line button opened a task document');
+  step = 'context for selection';
+  await page.locator('.editor-group-container.active .monaco-editor .view-lines').first().click();
+  await page.keyboard.press('Control+End');
+  const pasted = await page.evaluate((t) => navigator.clipboard.writeText(t).then(() => true, () => false), ISSUE);
+  if (pasted) await page.keyboard.press('Control+V');
+  else await page.keyboard.insertText(ISSUE);
+  await page.locator('.editor-group-container.active .view-line', { hasText: 'Steps: create an OrderService' }).first().waitFor({ timeout: 10000 });
+  await page.keyboard.press('Control+A');
+  log(`${pasted ? 'pasted' : 'typed'} a ${ISSUE.split('\n').length}-line issue and selected the document`);
+  const seqSel = await seqNow();
+  await page.locator('.editor-group-container.active .editor-actions [aria-label*="Context for Selection"]').first().click();
+  log('clicked the editor title button "CTX: Context for Selection"');
+  if (!(await waitSeq(seqSel, 60000))) throw new Error(`no new context view after Context for Selection; notifications: ${JSON.stringify(await notificationTexts())}`);
+  const sel = await findInWebview('h1', /^Context: Orders placed through the service/, 10000);
+  if (!sel) throw new Error('the context view does not show the issue title');
+  const selLinks = await sel.frame.locator('.span-link').allInnerTexts();
+  const taskSummary = (await sel.frame.locator('#task summary').innerText()).trim();
+  log(`context for selection: "${(await sel.frame.locator('h1').innerText()).trim()}"; ${taskSummary}; items: ${selLinks.join(', ')}`);
+  if (!taskSummary.startsWith('task text · 7 lines')) throw new Error(`the pack was not read as task text: "${taskSummary}"`);
+  if (!selLinks.some((l) => l.startsWith('shop/service.py:10')) || !selLinks.some((l) => l.startsWith('shop/models.py:21'))) {
+    throw new Error(`expected OrderService.place_order and Repository.save among the items: ${JSON.stringify(selLinks)}`);
+  }
+  await shot('vscode-context-for-selection.png');
+
+  // 7c. CTX: Show Graph on shop/service.py (cursor on line 1: no symbol, so the file's graph).
+  step = 'graph';
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('F1');
+  await input.waitFor({ state: 'visible', timeout: 5000 });
+  await input.fill('shop/service.py');
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'service.py' }).first().waitFor({ timeout: 10000 });
+  await page.keyboard.press('Enter');
+  await page.locator('.tabs-container .tab.active', { hasText: 'service.py' }).first().waitFor({ timeout: 10000 });
+  await page.keyboard.press('F1');
+  await input.waitFor({ state: 'visible', timeout: 5000 });
+  await input.fill(':1:1');
+  await page.keyboard.press('Enter');
+  const cspBefore = cspMessages.length;
+  await runCommand('CTX: Show Graph');
+  const gv = await findInWebview('body[data-rendered="true"] h1', 'Graph: shop/service.py', 60000);
+  if (!gv) throw new Error(`no rendered graph view; CSP messages: ${JSON.stringify(cspMessages)}; notifications: ${JSON.stringify(await notificationTexts())}`);
+  const nodeNames = (await gv.frame.locator('#node-list .node-link').allInnerTexts()).map((t) => t.trim());
+  const drawn = Number(await gv.frame.locator('body').getAttribute('data-nodes'));
+  const drawnEdges = Number(await gv.frame.locator('body').getAttribute('data-edges'));
+  const canvases = await gv.frame.locator('#cy canvas').count();
+  log(`graph view: ${drawn} nodes, ${drawnEdges} edges drawn on ${canvases} canvases; nodes: ${JSON.stringify(nodeNames)}`);
+  for (const want of ['service.py', 'models.py', 'Repository', 'Repository.save', 'Order', 'test_place_order_saves_it']) {
+    if (!nodeNames.includes(want)) throw new Error(`the graph lacks the node ${want}: ${JSON.stringify(nodeNames)}`);
+  }
+  if (drawn !== nodeNames.length || drawnEdges < nodeNames.length - 1 || !canvases) throw new Error(`cytoscape drew ${drawn} nodes / ${drawnEdges} edges on ${canvases} canvases for ${nodeNames.length} listed nodes`);
+  await page.waitForTimeout(500);
+  if (cspMessages.length > cspBefore) throw new Error(`the graph view violated its CSP: ${JSON.stringify(cspMessages.slice(cspBefore))}`);
+  await page.waitForTimeout(500);
+  await shot('vscode-graph.png');
+  // clicking a node opens it
+  await gv.frame.locator('#node-list .node-link', { hasText: /^Repository\.save$/ }).first().click();
+  await page.locator('.tabs-container .tab.active', { hasText: 'models.py' }).first().waitFor({ timeout: 15000 });
+  const at21 = await page.locator('.monaco-workbench .part.statusbar .statusbar-item', { hasText: /Ln 21, Col \d+/ }).first()
+    .waitFor({ timeout: 10000 }).then(() => true, () => false);
+  if (!at21) throw new Error(`clicking Repository.save should open models.py:21, status bar: ${JSON.stringify(await statusTexts())}`);
+  log('graph node Repository.save opened models.py:21');
 
   // 7. A settings change restarts the server; an interpreter without ctx_lsp gives a notification
   //    with an "Install ctx-lsp" action (not a silent failure); restoring the setting recovers.

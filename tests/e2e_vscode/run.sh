@@ -2,7 +2,10 @@
 # End-to-end test of the ctx-lsp VS Code extension in a real VS Code (code-server + headless
 # Chromium, offline): builds and installs the .vsix, opens a fixture workspace, waits for the
 # index, runs "CTX: Get Context…", "CTX: Show Architectural Neighbours" and "CTX: Context at
-# Cursor", and asserts on what the workbench shows. Screenshots and logs: test-artifacts/vscode-e2e/.
+# Cursor", runs the test-only probe extension (probe/: the language-model tools through
+# vscode.lm.invokeTool, the @ctx handler, the MCP definition), "CTX: Context for Selection" on a
+# pasted issue and "CTX: Show Graph", and asserts on what the workbench shows. Screenshots and logs:
+# test-artifacts/vscode-e2e/.
 #
 # Env: CTX_E2E_PYTHON   interpreter with ctx_lsp installed (default: python3 on PATH)
 #      CTX_E2E_ARTIFACTS where screenshots/logs go (default: <repo>/test-artifacts/vscode-e2e)
@@ -67,13 +70,20 @@ mkdir -p "$T/nopy"
 printf '#!/bin/sh\nexec %q -I -S "$@"\n' "$PYTHON" >"$T/nopy/python3"
 chmod +x "$T/nopy/python3"
 
-"$VSCODE_E2E_CODE_SERVER" --user-data-dir "$T/data" --extensions-dir "$T/ext" --force --install-extension "$VSIX" >"$T/install.log" 2>&1 ||
-  { cat "$T/install.log" >&2; log "installing the .vsix failed"; exit 1; }
+( cd "$HERE/probe" && "$VSCODE_E2E_VSCE" package --no-dependencies --allow-missing-repository --skip-license --out "$T/probe.vsix" >"$T/probe-package.log" 2>&1 ) ||
+  { cat "$T/probe-package.log" >&2; log "packaging the probe extension failed"; exit 1; }
+for x in "$VSIX" "$T/probe.vsix"; do
+  "$VSCODE_E2E_CODE_SERVER" --user-data-dir "$T/data" --extensions-dir "$T/ext" --force --install-extension "$x" >"$T/install.log" 2>&1 ||
+    { cat "$T/install.log" >&2; log "installing $(basename "$x") failed"; exit 1; }
+done
 log "installed the extension"
 
 # 4. code-server in its own process group ---------------------------------------------------------
+# The probe writes its report to CTX_PROBE_OUT; the slowed retrieval stages let it cancel a
+# request mid-way (the extension host and the server it starts inherit this environment).
+rm -f "$ART/probe.json"
 set -m
-EXTENSIONS_GALLERY='{}' "$VSCODE_E2E_CODE_SERVER" --config "$T/config.yaml" --auth none \
+CTX_PROBE_OUT="$ART/probe.json" CTX_LSP_TEST_CHECKPOINT_DELAY_MS=250 EXTENSIONS_GALLERY='{}' "$VSCODE_E2E_CODE_SERVER" --config "$T/config.yaml" --auth none \
   --bind-addr 127.0.0.1:0 --disable-telemetry --disable-update-check --disable-workspace-trust \
   --disable-getting-started-override --ignore-last-opened \
   --user-data-dir "$T/data" --extensions-dir "$T/ext" "$WS" >"$T/cs.log" 2>&1 </dev/null &
@@ -107,7 +117,21 @@ log "code-server at $URL"
 "$VSCODE_E2E_NODE" "$HERE/drive.mjs" --url "$URL/?folder=$WS" --artifacts "$ART" \
   --query "who calls save" --expect-file shop/service.py --neighbours-file shop/service.py \
   --settings-file "$T/data/Machine/settings.json" --bad-python "$T/nopy/python3"
-for f in vscode-context.png vscode-neighbours.png; do
+for f in vscode-context.png vscode-neighbours.png vscode-context-for-selection.png vscode-graph.png; do
   [ -s "$ART/$f" ] || { log "missing screenshot $f"; exit 1; }
 done
+# The probe's report, check by check; and the server's own word that the cancelled tool call
+# stopped its retrieval ($/cancelRequest reached it).
+"$PYTHON" - "$ART/probe.json" <<'PY' || { log "the probe report failed"; exit 1; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+for c in r.get("checks", []):
+    print(f"[probe] {'ok  ' if c['ok'] else 'FAIL'} {c['name']}" + ("" if c["ok"] else f": {json.dumps(c['detail'])[:1500]}"))
+if "error" in r:
+    print("[probe] error:", r["error"])
+sys.exit(0 if r.get("ok") else 1)
+PY
+OUT_LOG=$(find "$T/data/logs" -name '*ctx-lsp*.log' | head -n1)
+grep -o 'ctx/getContext cancelled; retrieval stopped after [0-9]* stage(s)' "$OUT_LOG" | head -n1 | sed 's/^/[e2e] server: /' | grep . ||
+  { log "the server never saw the cancelled ctx_getContext invocation"; exit 1; }
 log "PASS"

@@ -23,7 +23,7 @@ export interface ContextItem {
 
 export interface ContextPack {
   query?: string | null;
-  plan?: { trigger?: string | null; operators?: string[] | null; mentions?: string[] | null } | null;
+  plan?: { trigger?: string | null; operators?: string[] | null; mentions?: string[] | null; task?: boolean | null; evidence?: Record<string, unknown> | null } | null;
   budget?: number | null;
   tokens?: number | null;
   stale?: boolean | null;
@@ -181,6 +181,14 @@ export function packToHtml(pack: ContextPack, opt: HtmlOptions): string {
   const plan = pack.plan?.trigger
     ? `<div class="dim">plan: <code>${e(pack.plan.trigger)}</code>${pack.plan.operators?.length ? ' → ' + pack.plan.operators.map((o) => `<code>${e(o)}</code>`).join(', ') : ''}${pack.plan.mentions?.length ? ' · mentions ' + pack.plan.mentions.map((m) => `<code>${e(m)}</code>`).join(', ') : ''}</div>`
     : '';
+  const query = pack.query ?? '';
+  const lines = query.split(/\r?\n/);
+  const evidence = Object.entries(pack.plan?.evidence ?? {})
+    .filter(([, v]) => (Array.isArray(v) ? v.length : typeof v === 'number' ? v > 0 : !!v))
+    .map(([k, v]) => `${e(k)}: ${e(Array.isArray(v) ? String(v.length) : String(v))}`);
+  const task = pack.plan?.task || lines.length > 1
+    ? `<details id="task"><summary>${pack.plan?.task ? 'task text' : 'query'} · ${lines.length} line${lines.length === 1 ? '' : 's'} · ${query.length} characters${evidence.length ? ' · evidence ' + evidence.join(', ') : ''}</summary><pre>${e(query)}</pre></details>`
+    : '';
   const stale = pack.stale
     ? `<div class="warn">⚠ The index is stale${pack.dirty_files?.length ? ': ' + pack.dirty_files.map((f) => `<code>${e(f)}</code>`).join(', ') : ''}</div>`
     : '';
@@ -213,8 +221,9 @@ pre { background: var(--vscode-textCodeBlock-background); padding: 6px 8px; over
 summary { cursor: pointer; color: var(--vscode-descriptionForeground); }
 </style></head>
 <body data-seq="${opt.seq ?? 0}">
-<h1>Context: ${e(pack.query ?? '')}</h1>
+<h1>Context: ${e(opt.title && lines.length > 1 ? opt.title : query)}</h1>
 ${plan}
+${task}
 ${stale}
 <div class="toolbar">
   <button id="copy">Copy as Markdown</button>

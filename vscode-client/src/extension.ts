@@ -24,6 +24,11 @@ import { openPath } from './locations';
 import { ArchitecturalContext, Target } from './neighbours';
 import { NeighboursProvider } from './neighboursView';
 import { IndexStatus, statusView } from './status';
+import { makeChatHandler, registerParticipant } from './chat';
+import { GraphPanel } from './graphView';
+import { mcpSpecs, registerMcpProvider } from './mcp';
+import { CtxServer, registerTools, TOOL_NAMES } from './tools';
+import { Neighbourhood, titleOf } from './toolText';
 
 const CLIENT_ID = 'ctxLsp';
 const CLIENT_NAME = 'ctx-lsp';
@@ -88,6 +93,9 @@ class ServerManager implements vscode.Disposable {
   private queue: Promise<void> = Promise.resolve();
   private clientDisposables: vscode.Disposable[] = [];
   private missingNotified = new Set<string>();
+  private readonly interpreterChanged = new vscode.EventEmitter<void>();
+  /** Fires when the interpreter (hence the MCP server definition) may have changed. */
+  readonly onDidChangeInterpreter = this.interpreterChanged.event;
 
   constructor(
     readonly out: vscode.OutputChannel,
@@ -106,6 +114,11 @@ class ServerManager implements vscode.Disposable {
 
   start(): Promise<void> {
     return this.enqueue(() => this.doStart());
+  }
+
+  /** Resolves once a pending start/restart has finished (the server may still not be running). */
+  ready(): Promise<void> {
+    return this.queue;
   }
 
   restart(reason: string): Promise<void> {
@@ -129,7 +142,9 @@ class ServerManager implements vscode.Disposable {
     this.status.starting();
     const folder = vscode.workspace.workspaceFolders?.[0];
     const py = await resolveInterpreter((m) => this.log(m));
+    const before = this.interpreter && [this.interpreter.command, ...this.interpreter.args].join(' ');
     this.interpreter = py;
+    if (before !== [py.command, ...py.args].join(' ')) this.interpreterChanged.fire();
     const pyLabel = [py.command, ...py.args].join(' ');
     this.log(`Interpreter: ${pyLabel} (from ${py.source === 'setting' ? 'ctxLsp.interpreter' : py.source === 'python-extension' ? 'the Python extension' : 'the default'})`);
     const check = await checkCtxLsp(py, folder?.uri.fsPath);
@@ -337,6 +352,7 @@ class ServerManager implements vscode.Disposable {
   }
 
   dispose(): void {
+    this.interpreterChanged.dispose();
     void this.stop();
   }
 }
@@ -368,7 +384,33 @@ async function reportError(e: unknown, what: string): Promise<void> {
   if (a) m?.out.show(true);
 }
 
-export async function activate(context: vscode.ExtensionContext): Promise<void> {
+/** The public API of the extension (the e2e probe uses it; so can other extensions). */
+export interface CtxLspApi {
+  /** The @ctx participant's request handler (callable where the chat UI is absent). */
+  chatHandler: ReturnType<typeof makeChatHandler>;
+  tools: readonly string[];
+  /** The MCP server definitions published to VS Code. */
+  mcpServers(): ReturnType<typeof mcpSpecs>;
+  /** Resolves once the language server started (or failed to). */
+  ready(): Promise<void>;
+}
+
+/** A multi-line input: an untitled Markdown document for the task text; "CTX: Context for
+ * Selection" (its editor title button) sends it, or the selected part of it. */
+async function openTaskDocument(initial: string): Promise<void> {
+  const hint = '<!-- CTX task: paste or write it below, then run "CTX: Context for Selection" (the search button above); the whole document, or the selected text, is the query. -->\n\n';
+  const doc = await vscode.workspace.openTextDocument({ language: 'markdown', content: hint + (initial.trim() ? initial.trim() + '\n' : '') });
+  const ed = await vscode.window.showTextDocument(doc, { preview: false });
+  const end = doc.lineAt(doc.lineCount - 1).range.end;
+  ed.selection = new vscode.Selection(end, end);
+}
+
+/** The task text of a document: without the hint comment of openTaskDocument. */
+function taskText(doc: vscode.TextDocument, range?: vscode.Range): string {
+  return doc.getText(range).replace(/<!--[\s\S]*?-->/g, '').trim();
+}
+
+export async function activate(context: vscode.ExtensionContext): Promise<CtxLspApi> {
   const out = vscode.window.createOutputChannel('ctx-lsp');
   const status = new StatusBar();
   const mgr = new ServerManager(out, status);
@@ -376,19 +418,39 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const panel = new ContextPanel();
   const neighbours = new NeighboursProvider();
   const tree = vscode.window.createTreeView('ctxLsp.neighbours', { treeDataProvider: neighbours, showCollapseAll: true });
-  context.subscriptions.push(out, status, mgr, panel, tree);
+  const graphPanel = new GraphPanel(context.extensionUri);
+  context.subscriptions.push(out, status, mgr, panel, tree, graphPanel);
+
+  // Language-model tools, @ctx and the MCP definition: all over the running server.
+  const server = async (): Promise<CtxServer | undefined> => {
+    await mgr.ready();
+    if (!mgr.running) return undefined;
+    return {
+      getContext: (params, token) => mgr.contextRequest('ctx/getContext', 'ctx.getContext', params, token) as Promise<ContextPack>,
+      execute: (command, params, token) => mgr.execute(command, params, token),
+      defaultBudget: () => currentInitOptions().budget,
+    };
+  };
+  const chatHandler = makeChatHandler(server);
+  const mcpServers = () => {
+    const o = currentInitOptions();
+    return mcpSpecs(mgr.interpreter, vscode.workspace.workspaceFolders ?? [], { cacheDir: o.cacheDir || undefined, include: o.include, exclude: o.exclude });
+  };
+  const mcpChanged = new vscode.EventEmitter<void>();
+  context.subscriptions.push(
+    mcpChanged,
+    mgr.onDidChangeInterpreter(() => mcpChanged.fire()),
+    vscode.workspace.onDidChangeWorkspaceFolders(() => mcpChanged.fire()),
+    ...registerTools(server, (m) => mgr.log(m)),
+    ...registerParticipant(chatHandler, (m) => mgr.log(m)),
+    ...registerMcpProvider(mcpServers, mcpChanged.event, String(context.extension.packageJSON.version ?? ''), (m) => mgr.log(m)),
+  );
 
   let lastQuery = context.workspaceState.get<string>('ctxLsp.lastQuery', '');
 
   const getContext = async (query?: string, budget?: number): Promise<ContextPack | undefined> => {
     if (typeof query !== 'string' || !query.trim()) {
-      query = await vscode.window.showInputBox({
-        title: 'CTX: Get Context',
-        prompt: 'What do you need context for? A question, a task or a symbol (e.g. "who calls save").',
-        placeHolder: 'who calls save',
-        value: lastQuery,
-        ignoreFocusOut: true,
-      });
+      query = await askQuery(lastQuery);
     }
     if (!query?.trim()) return undefined;
     query = query.trim();
@@ -406,16 +468,85 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     let cancelled = false;
     try {
       const pack = await vscode.window.withProgress(
-        { location: vscode.ProgressLocation.Notification, title: `CTX: retrieving context for "${query}"…`, cancellable: true },
+        { location: vscode.ProgressLocation.Notification, title: `CTX: retrieving context for "${titleOf(query)}"…`, cancellable: true },
         (_p, token) => {
           token.onCancellationRequested(() => (cancelled = true));
           return mgr.contextRequest('ctx/getContext', 'ctx.getContext', params, token) as Promise<ContextPack>;
         },
       );
-      if (pack) panel.show(pack, query);
+      if (pack) panel.show(pack, titleOf(query));
       return pack;
     } catch (e) {
       if (!cancelled) await reportError(e, 'Get Context');
+      return undefined;
+    }
+  };
+
+  /** The query input: one line, or (button / Ctrl+Enter style) a multi-line task document. */
+  const askQuery = (value: string): Promise<string | undefined> =>
+    new Promise((resolve) => {
+      const box = vscode.window.createInputBox();
+      const multi: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('note'), tooltip: 'Multi-line: write or paste a task (e.g. an issue) in an editor' };
+      box.title = 'CTX: Get Context';
+      box.prompt = 'What do you need context for? A question, a task or a symbol (e.g. "who calls save"). For a long task (an issue), use the multi-line button.';
+      box.placeholder = 'who calls save';
+      box.value = value.includes('\n') ? '' : value;
+      box.ignoreFocusOut = true;
+      box.buttons = [multi];
+      let done = false;
+      const finish = (v: string | undefined) => {
+        if (done) return;
+        done = true;
+        resolve(v);
+        box.dispose();
+      };
+      box.onDidAccept(() => finish(box.value));
+      box.onDidHide(() => finish(undefined));
+      box.onDidTriggerButton((b) => {
+        if (b !== multi) return;
+        const v = box.value;
+        finish(undefined);
+        void openTaskDocument(v);
+      });
+      box.show();
+    });
+
+  const contextForSelection = async (): Promise<ContextPack | undefined> => {
+    const ed = vscode.window.activeTextEditor;
+    if (!ed) {
+      void vscode.window.showWarningMessage('CTX: select the task text (e.g. a pasted issue) in an editor first.');
+      return undefined;
+    }
+    let text = ed.selections.filter((sel) => !sel.isEmpty).map((sel) => taskText(ed.document, sel)).join('\n\n').trim();
+    if (!text && ed.document.languageId !== 'python') text = taskText(ed.document); // a task document: all of it
+    if (!text) {
+      void vscode.window.showWarningMessage('CTX: select the text to use as the query (in a Python file, a selection is needed).');
+      return undefined;
+    }
+    return getContext(text);
+  };
+
+  const showGraph = async (arg?: vscode.Uri | string): Promise<Neighbourhood | undefined> => {
+    const client = mgr.client;
+    let params: { target?: string; uri?: string; position?: { line: number; character: number } };
+    const ed = vscode.window.activeTextEditor;
+    if (typeof arg === 'string') params = { target: arg };
+    else if (arg instanceof vscode.Uri) params = { uri: client ? client.code2ProtocolConverter.asUri(arg) : arg.toString() };
+    else if (ed && ed.document.uri.scheme === 'file' && vscode.workspace.getWorkspaceFolder(ed.document.uri)) {
+      const uri = client ? client.code2ProtocolConverter.asUri(ed.document.uri) : ed.document.uri.toString();
+      const position = client ? client.code2ProtocolConverter.asPosition(ed.selection.active) : ed.selection.active;
+      params = { uri, position };
+    } else {
+      void vscode.window.showWarningMessage('CTX: open a Python file (the graph shows the symbol at the cursor, or the file).');
+      return undefined;
+    }
+    try {
+      let g = (await mgr.execute('ctx.neighbourhood', params)) as Neighbourhood;
+      if (!g.center && params.position) g = (await mgr.execute('ctx.neighbourhood', { uri: params.uri })) as Neighbourhood; // not on a symbol: the file
+      graphPanel.show(g);
+      return g;
+    } catch (e) {
+      await reportError(e, 'Show Graph');
       return undefined;
     }
   };
@@ -483,6 +614,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(
     vscode.commands.registerCommand('ctxLsp.getContext', getContext),
     vscode.commands.registerCommand('ctxLsp.contextAtCursor', contextAtCursor),
+    vscode.commands.registerCommand('ctxLsp.contextForSelection', contextForSelection),
+    vscode.commands.registerCommand('ctxLsp.showGraph', showGraph),
     vscode.commands.registerCommand('ctxLsp.showNeighbours', (arg?: vscode.Uri | string) => showNeighbours(arg)),
     vscode.commands.registerCommand('ctxLsp.refreshNeighbours', () => showNeighbours(neighbours.fileUri)),
     vscode.commands.registerCommand('ctxLsp.openLocation', (t: Target) => openPath(t.path, t.uri, t.line, undefined, { viewColumn: panel.editorColumn(), character: t.character })),
@@ -509,6 +642,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       const items: (vscode.QuickPickItem & { cmd: string })[] = [
         { label: '$(search) Get Context…', cmd: 'ctxLsp.getContext' },
         { label: '$(type-hierarchy) Show Architectural Neighbours', cmd: 'ctxLsp.showNeighbours' },
+        { label: '$(graph) Show Graph', cmd: 'ctxLsp.showGraph' },
         ...(status.progress?.token !== undefined && status.progress.cancellable !== false ? [{ label: '$(close) Cancel Indexing', cmd: 'ctxLsp.cancelIndexing' }] : []),
         { label: '$(refresh) Reindex Workspace', cmd: 'ctxLsp.reindex' },
         { label: '$(debug-restart) Restart Server', cmd: 'ctxLsp.restart' },
@@ -554,7 +688,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
   );
 
-  await mgr.start();
+  void mgr.start();
+  return { chatHandler, tools: TOOL_NAMES, mcpServers, ready: () => mgr.ready() };
 }
 
 export async function deactivate(): Promise<void> {
