@@ -3,8 +3,8 @@
 The cache is versioned: one from another version, or a truncated or corrupt one, is discarded with a
 single log line and rebuilt. The file is MAGIC, a CRC-32 of the rest, then one msgpack map: damage that
 still decodes as msgpack (a flipped byte, a value of the wrong type written by another tool) fails the
-checksum, so nothing the cache holds is trusted unless this code wrote it. Strings are packed with
-`surrogatepass`, so a path decoded with surrogateescape (a file name that is not UTF-8) round-trips.
+checksum, so nothing the cache holds is trusted unless this code wrote it. A value holding a lone
+surrogate (a git path decoded with surrogateescape) is packed with `surrogatepass` and round-trips.
 Writes go to a temporary file that is renamed over the old one.
 """
 
@@ -151,19 +151,29 @@ class IndexStore:
         large workspace's entries as Python lists all at once would double the process's peak memory),
         then the header, written around the blob without copying it."""
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        packer = msgpack.Packer(use_bin_type=True, unicode_errors=_UNICODE)
-        blob = bytearray(packer.pack_map_header(count))
+        strict = msgpack.Packer(use_bin_type=True)
+        lenient = msgpack.Packer(use_bin_type=True, unicode_errors=_UNICODE)
+
+        def pack(obj: Any) -> bytes:
+            # strict first: msgpack's UTF-8 fast path is ~25% faster than any error handler, and only
+            # a value holding a lone surrogate (a git path that is not UTF-8) needs one
+            try:
+                return strict.pack(obj)
+            except UnicodeEncodeError:
+                return lenient.pack(obj)
+
+        blob = bytearray(strict.pack_map_header(count))
         for rel, entry in files:
-            blob += packer.pack(rel)
-            blob += packer.pack(entry)
+            blob += pack(rel)
+            blob += pack(entry)
         header: dict[str, Any] = {"schema": SCHEMA, "version": __version__, "code": CODE, "root": str(root.resolve())}
         if extra:
             header.update(extra)
-        head = bytearray(packer.pack_map_header(len(header) + 1))
+        head = bytearray(strict.pack_map_header(len(header) + 1))
         for key, value in header.items():
-            head += packer.pack(key)
-            head += packer.pack(value)
-        head += packer.pack("files")
+            head += pack(key)
+            head += pack(value)
+        head += strict.pack("files")
         head += _bin_header(len(blob))
         crc = zlib.crc32(blob, zlib.crc32(head))
         tmp = self.path.with_suffix(f".tmp{os.getpid()}")
