@@ -41,7 +41,8 @@ def no_traceback(p: subprocess.CompletedProcess[str]) -> None:
 def answer(p: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
-    out.pop("seconds", None)
+    for timing in ("seconds", "phases_s"):
+        out.pop(timing, None)
     return out
 
 
