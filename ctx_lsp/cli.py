@@ -30,6 +30,26 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="log debug information to stderr")
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {port}")
+    return port
+
+
+def _log_file(text: str) -> str:
+    """A file the server can append to: its directory must exist (the file is created on start)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"is a directory: {text}")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"no such directory: {path.parent}")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ctx-lsp", description="Typed code graph and context retrieval for Python workspaces.")
     parser.add_argument("--version", action="version", version=f"ctx-lsp {__version__}")
@@ -58,8 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="run the language server (stdio by default)")
     p.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=2087)
-    p.add_argument("--log-file", default=None, help="log to this file instead of stderr")
+    p.add_argument("--port", type=_port, default=2087)
+    p.add_argument("--log-file", type=_log_file, default=None, help="log to this file instead of stderr")
     p.add_argument("-v", "--verbose", action="store_true")
 
     p = sub.add_parser("mcp", help="run the MCP bridge for coding agents (stdio)")
@@ -302,7 +322,10 @@ def cmd_context(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from ctx_lsp.server import run_server
 
-    return run_server(args)
+    try:
+        return run_server(args)
+    except OSError as exc:  # the log file cannot be opened, the address is taken or unknown
+        raise CliError(f"cannot serve: {exc}") from None
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

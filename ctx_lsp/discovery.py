@@ -2,6 +2,7 @@
 
 Honours .gitignore files (root and nested), skips virtual environments, node_modules, build output and
 site-packages, never follows a symlinked directory (no loops) nor a file link leaving the workspace.
+A file whose name is not UTF-8 is skipped with a reason: no editor, URI or JSON answer could name it.
 """
 
 from __future__ import annotations
@@ -122,6 +123,9 @@ def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
                 continue
             if exclude is not None and exclude.match_file(rel):
                 continue
+            if not is_utf8(rel):
+                out.skipped.append((shown(rel), "skipped: file name is not valid UTF-8"))
+                continue
             try:
                 st = entry.stat()
                 stat: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
@@ -133,6 +137,27 @@ def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
         if stat is not None:
             out.stats[rel] = stat
     return out
+
+
+def is_utf8(rel: str) -> bool:
+    """Whether a path listed by the OS (undecodable bytes come back as surrogate escapes) is valid UTF-8."""
+    if rel.isascii():
+        return True
+    try:
+        rel.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def shown(rel: str) -> str:
+    """A printable form of a path that may hold surrogate escapes: `caf\\xe9.py` for the bytes `caf\xe9.py`."""
+    if is_utf8(rel):
+        return rel
+    try:
+        return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file system listing produces
+        return rel.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _is_dir_link(entry: os.DirEntry) -> bool:  # type: ignore[type-arg]

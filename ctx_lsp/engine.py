@@ -7,6 +7,8 @@ Paths are workspace-relative POSIX strings; lines are 1-based; columns are 0-bas
 from __future__ import annotations
 
 import difflib
+import errno
+import os
 import threading
 import time
 from collections import deque
@@ -27,6 +29,28 @@ TEST_DEPTH = 3  # tests that reach a symbol through at most this many calls coun
 
 class TargetNotFound(LookupError):
     """A file or symbol that is not in the index."""
+
+
+NAME_MAX = 255  # bytes in one path component (Linux, macOS and Windows file systems alike)
+
+
+def path_problem(text: str) -> str | None:
+    """Why `text` cannot name a file, in a few words (NUL byte, a component too long); None when it can."""
+    if "\0" in text:
+        return "the path contains a NUL byte"
+    for part in text.replace("\\", "/").split("/"):
+        if len(part.encode("utf-8", "surrogatepass")) > NAME_MAX:
+            return f"a path component is longer than {NAME_MAX} bytes ({os.strerror(errno.ENAMETOOLONG)})"
+    return None
+
+
+def _exists(p: Path) -> bool:
+    """Path.exists, with the errors a path can raise (a component too long, an unreadable directory)
+    turned into a one-line TargetNotFound."""
+    try:
+        return p.exists()
+    except (OSError, ValueError) as exc:
+        raise TargetNotFound(f"cannot use the path {p}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 class Engine:
@@ -110,10 +134,18 @@ class Engine:
                 return t
             raise TargetNotFound(f"unknown symbol: {t}")
         if t.endswith(".py") or "/" in t or Path(t).is_absolute():
+            problem = path_problem(t)
+            if problem:
+                raise TargetNotFound(f"not a usable path: {problem}")
             p = Path(t)
             if not p.is_absolute():
+                try:
+                    if (rel := self.index.rel(p)) in g:  # an indexed file: no need to ask the file system
+                        return rel
+                except ValueError:
+                    pass
                 # relative to the root when it names a file there, else to the current directory
-                p = self.root / p if (self.root / p).exists() else (cwd or Path.cwd()) / p
+                p = self.root / p if _exists(self.root / p) else (cwd or Path.cwd()) / p
             rel = self.index.rel(p)
             if rel in g:
                 return rel

@@ -440,8 +440,10 @@ class WorkspaceIndex:
         """Whether a workspace-relative path would be indexed (filters and skip rules)."""
         if not rel.endswith(".py"):
             return False
-        from ctx_lsp.discovery import SKIP_DIRS
+        from ctx_lsp.discovery import SKIP_DIRS, is_utf8
 
+        if not is_utf8(rel):
+            return False
         parts = rel.split("/")
         if any(p in SKIP_DIRS or p.endswith(".egg-info") for p in parts[:-1]):
             return False

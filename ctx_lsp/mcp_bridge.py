@@ -26,7 +26,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from ctx_lsp import __version__
-from ctx_lsp.engine import TEST_DEPTH, Engine, TargetNotFound
+from ctx_lsp.engine import TEST_DEPTH, Engine, TargetNotFound, path_problem
 from ctx_lsp.model import Node
 
 log = logging.getLogger("ctx_lsp.mcp")
@@ -86,9 +86,15 @@ class Bridge:
             raise ToolFailure("empty path")
         if text.startswith("file://"):
             text = unquote(urlparse(text).path)
+        problem = path_problem(text)
+        if problem:
+            raise ToolFailure(f"not a usable path: {problem}")
         p = Path(text)
         full = p if p.is_absolute() else self.root / p
-        resolved = full.resolve()  # follows `..` and symlinks: a link pointing outside is outside
+        try:
+            resolved = full.resolve()  # follows `..` and symlinks: a link pointing outside is outside
+        except (OSError, RuntimeError) as exc:  # an unreadable directory, a symlink loop
+            raise ToolFailure(f"cannot use the path {text}: {getattr(exc, 'strerror', None) or exc}") from None
         try:
             rel = resolved.relative_to(self.root)
         except ValueError:
@@ -153,9 +159,13 @@ class Bridge:
         self._fresh()
         g = self.engine.graph
         if rel not in g:
-            if (self.root / rel).is_dir():
+            try:
+                is_dir, exists = (self.root / rel).is_dir(), (self.root / rel).exists()
+            except OSError as exc:  # e.g. a file under an unreadable directory
+                raise ToolFailure(f"cannot use the path {rel}: {exc.strerror or exc}") from None
+            if is_dir:
                 raise ToolFailure(f"{rel} is a directory; pass a Python file inside it")
-            if (self.root / rel).exists():
+            if exists:
                 reason = self.engine.index.skipped.get(rel) if hasattr(self.engine.index, "skipped") else None
                 raise ToolFailure(f"{rel} is not an indexed Python file" + (f" ({reason})" if reason else ""))
             raise ToolFailure(f"file not found in the workspace: {rel}")
@@ -286,6 +296,8 @@ def build_server(bridge: Any) -> MCPServer:
             return fn(*a)
         except ToolFailure as exc:
             raise ToolError(str(exc)) from None
+        except OSError as exc:  # the file system refused a path: the agent can act on the reason
+            raise ToolError(f"file system error: {exc.strerror or exc}") from None
 
     @app.tool()
     def get_context(

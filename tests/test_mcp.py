@@ -48,8 +48,10 @@ def ws(tmp_path: Path) -> Path:
 @asynccontextmanager
 async def mcp_session(root: Path, cache: Path, errlog: Path) -> AsyncIterator[ClientSession]:
     cmd = _ctx_lsp_command()
+    # the whole environment: the SDK's default passes only HOME/PATH-like variables, and without
+    # PYTHONPATH a worktree's tests would drive the installed (editable) checkout instead
     params = StdioServerParameters(command=cmd[0], args=[*cmd[1:], "mcp", "--root", str(root), "--cache-dir", str(cache)],
-                                   cwd=str(root.parent))
+                                   cwd=str(root.parent), env=dict(os.environ))
     with errlog.open("w") as err:
         async with stdio_client(params, errlog=err) as (read, write):
             async with ClientSession(read, write) as session:

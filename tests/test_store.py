@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import zlib
 from pathlib import Path
 
 import msgpack
@@ -12,7 +13,7 @@ from conftest import write_tree
 
 from ctx_lsp import store as store_mod
 from ctx_lsp.index import WorkspaceIndex
-from ctx_lsp.store import CACHE_ENV, default_cache_dir
+from ctx_lsp.store import CACHE_ENV, MAGIC, default_cache_dir
 
 FILES = {
     "pkg/__init__.py": "from .a import A\n",
@@ -119,21 +120,43 @@ def test_corrupt_cache_is_discarded(ws: tuple[Path, Path], caplog: pytest.LogCap
     _rejected(root, cache, caplog)
 
 
+def _sealed(data: dict) -> bytes:  # type: ignore[type-arg]
+    """A cache file holding `data` with a matching checksum, as the store writes it."""
+    body = msgpack.packb(data, use_bin_type=True)
+    return MAGIC + zlib.crc32(body).to_bytes(4, "big") + body
+
+
 def test_well_formed_msgpack_with_a_broken_entry_is_discarded(ws: tuple[Path, Path],
                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """Behind the checksum, the payload's shape is checked too (a writer's bug must not crash the start)."""
     root, cache = ws
     built(root, cache)
     f = cache / "index.msgpack"
-    data = msgpack.unpackb(f.read_bytes(), raw=False, strict_map_key=False)
+    data = msgpack.unpackb(f.read_bytes()[len(MAGIC) + 4:], raw=False, strict_map_key=False)
     files = msgpack.unpackb(data["files"], raw=False, strict_map_key=False)  # the per-file payload blob
     files["pkg/a.py"][3] = files["pkg/a.py"][3][:2]  # facts cut short: header and version are fine
     data["files"] = msgpack.packb(files, use_bin_type=True)
-    f.write_bytes(msgpack.packb(data, use_bin_type=True))
+    f.write_bytes(_sealed(data))
     _rejected(root, cache, caplog)
     for payload in (["not", "a", "map"], {"pkg/a.py": "not an entry"}, b"\xc1 not msgpack"):
         data["files"] = payload if isinstance(payload, bytes) else msgpack.packb(payload, use_bin_type=True)
-        f.write_bytes(msgpack.packb(data, use_bin_type=True))
+        f.write_bytes(_sealed(data))
         _rejected(root, cache, caplog)
+
+
+def test_a_valid_cache_rewritten_without_its_checksum_is_discarded(ws: tuple[Path, Path],
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    root, cache = ws
+    built(root, cache)
+    f = cache / "index.msgpack"
+    raw = f.read_bytes()
+    f.write_bytes(raw[len(MAGIC) + 4:])  # the same map, no prefix: an older format
+    _rejected(root, cache, caplog)
+    built(root, cache)
+    raw = bytearray(f.read_bytes())
+    raw[len(MAGIC)] ^= 0xFF  # the checksum itself damaged
+    f.write_bytes(bytes(raw))
+    _rejected(root, cache, caplog)
 
 
 def test_cache_of_another_workspace_is_discarded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

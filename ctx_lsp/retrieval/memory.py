@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,21 +41,60 @@ class WorkingMemory:
         return list(reversed(list(self.entries)))[:n]
 
 
+def is_episode(ep: Any) -> bool:
+    """Whether a decoded line has the shape `record` writes (retrieval reads `query` and `items`)."""
+    return (isinstance(ep, dict) and isinstance(ep.get("query"), str) and isinstance(ep.get("items"), list)
+            and all(isinstance(it, dict) and isinstance(it.get("path"), str)
+                    and isinstance(it.get("symbol"), (str, type(None))) for it in ep["items"]))
+
+
 class EpisodicMemory:
-    """A bounded log of queries and delivered items, persisted as JSON lines."""
+    """A bounded log of queries and delivered items, persisted as JSON lines.
+
+    A damaged file (a truncated write, foreign bytes, lines of another shape) keeps its good episodes:
+    bad lines are dropped with one log line and the file is rewritten without them, so later appends
+    do not land after a broken line.
+    """
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.episodes: list[dict[str, Any]] = []
-        if path is not None and path.exists():
+        if path is None:
+            return
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            log.warning("episodic memory unreadable, starting empty: %s", exc)
+            return
+        bad = 0
+        for line in raw.split(b"\n"):
+            if not line.strip():
+                continue
             try:
-                for line in path.read_text(encoding="utf-8").splitlines():
-                    if line.strip():
-                        self.episodes.append(json.loads(line))
-            except (OSError, ValueError) as exc:
-                log.warning("episodic memory unreadable, starting empty: %s", exc)
-                self.episodes = []
+                ep = json.loads(line.decode("utf-8"))
+            except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError; RecursionError: nesting
+                ep = None
+            if is_episode(ep):
+                self.episodes.append(ep)
+            else:
+                bad += 1
         self.episodes = self.episodes[-MAX_EPISODES:]
+        if bad or (raw and not raw.endswith(b"\n")):
+            log.warning("episodic memory damaged, dropped %d bad lines and kept %d episodes: %s",
+                        bad, len(self.episodes), path)
+            self._rewrite()
+
+    def _rewrite(self) -> None:
+        """Replace the file by the episodes held, atomically (a reader never sees half a file)."""
+        assert self.path is not None
+        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+        try:
+            tmp.write_text("".join(json.dumps(e) + "\n" for e in self.episodes), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            log.warning("could not persist episodic memory: %s", exc)
 
     def record(self, query: str, trigger: str, items: list[dict[str, Any]]) -> None:
         ep = {"t": round(time.time(), 3), "query": query, "trigger": trigger,
@@ -66,12 +106,14 @@ class EpisodicMemory:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if rewrite:
-                tmp = self.path.with_suffix(".tmp")
-                tmp.write_text("".join(json.dumps(e) + "\n" for e in self.episodes), encoding="utf-8")
-                tmp.replace(self.path)
-            else:
-                with self.path.open("a", encoding="utf-8") as f:
-                    f.write(json.dumps(ep) + "\n")
+        except OSError as exc:
+            log.warning("could not persist episodic memory: %s", exc)
+            return
+        if rewrite:
+            self._rewrite()
+            return
+        try:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(ep) + "\n")
         except OSError as exc:
             log.warning("could not persist episodic memory: %s", exc)
