@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ctx_lsp import __version__
-from ctx_lsp.discovery import FileFilter
+from ctx_lsp.discovery import FileFilter, InvalidPattern, compile_patterns
 
 
 class CliError(Exception):
@@ -134,6 +134,11 @@ def _root(args: argparse.Namespace) -> Path:
 
 
 def _filter(args: argparse.Namespace) -> FileFilter:
+    for option, globs in (("--include", args.include), ("--exclude", args.exclude)):
+        try:
+            compile_patterns(globs, strict=True)
+        except InvalidPattern as exc:
+            raise CliError(f"{option}: {exc}") from None
     return FileFilter(include=tuple(args.include), exclude=tuple(args.exclude))
 
 

@@ -1,17 +1,24 @@
-"""Which files belong to the workspace: Python sources, minus ignored, vendored and oversized ones.
+"""Which files belong to the workspace: Python sources, minus ignored, vendored and oversized ones;
+and the one way a workspace file is read (`read_source`).
 
-Honours .gitignore files (root and nested), skips virtual environments, node_modules, build output and
-site-packages, never follows a symlinked directory (no loops) nor a file link leaving the workspace.
-A file whose name is not UTF-8 is skipped with a reason: no editor, URI or JSON answer could name it.
+Honours .gitignore files (root and nested; a line git would ignore as invalid is dropped), skips virtual
+environments, node_modules, build output and site-packages, takes regular files only (a FIFO named
+`x.py` would block the reader), never follows a symlinked directory (no loops) nor a file link leaving
+the workspace. A file whose name is not UTF-8 is skipped with a reason: no editor, URI or JSON answer
+could name it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
+import pathspec.util
 
 SKIP_DIRS = frozenset({
     ".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", "env", ".env", ".tox", ".nox",
@@ -19,6 +26,30 @@ SKIP_DIRS = frozenset({
     ".idea", ".vscode",
 })
 DEFAULT_MAX_BYTES = 1_000_000
+DELETED = "skipped: deleted while indexing"
+_PATTERN = pathspec.util.lookup_pattern("gitwildmatch")
+
+
+class InvalidPattern(ValueError):
+    """An include/exclude glob that does not compile; the message names it."""
+
+
+def compile_patterns(lines: Iterable[str], *, strict: bool) -> pathspec.PathSpec | None:
+    """A PathSpec of gitignore-style lines, None when there are none.
+
+    `strict`: an invalid line raises InvalidPattern (a user's --include/--exclude); otherwise it is
+    dropped on its own, as git does with a lone `!`, a lone `\\` or `[z-a]` in a .gitignore.
+    """
+    patterns = []
+    for line in lines:
+        if not line:
+            continue
+        try:
+            patterns.append(_PATTERN(line))
+        except Exception as exc:  # GitIgnorePatternError, re.error: both mean "not a pattern"
+            if strict:
+                raise InvalidPattern(f"invalid glob {line!r} ({getattr(exc, 'msg', None) or exc})") from None
+    return pathspec.PathSpec(patterns) if patterns else None
 
 
 @dataclass
@@ -35,7 +66,9 @@ class FileFilter:
     max_bytes: int = DEFAULT_MAX_BYTES
 
     def spec(self, patterns: tuple[str, ...]) -> pathspec.PathSpec | None:
-        return pathspec.PathSpec.from_lines("gitwildmatch", patterns) if patterns else None
+        """The compiled globs; raises InvalidPattern for one that does not compile (the CLI and the
+        server's settings check them first)."""
+        return compile_patterns(patterns, strict=True)
 
 
 def _gitignore(dirpath: str) -> list[str]:
@@ -65,8 +98,8 @@ def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
     out = Discovery()
     # stack of (dir, [(base_rel, spec)]) so nested .gitignore files apply below their directory
     stack: list[tuple[str, list[tuple[str, pathspec.PathSpec]]]] = []
-    root_ignore = _gitignore(root_s)
-    specs0 = [("", pathspec.PathSpec.from_lines("gitwildmatch", root_ignore))] if root_ignore else []
+    root_ignore = compile_patterns(_gitignore(root_s), strict=False)
+    specs0 = [("", root_ignore)] if root_ignore is not None else []
     stack.append((root_s, specs0))
     found: list[tuple[str, str, tuple[int, int] | None]] = []
     while stack:
@@ -95,9 +128,8 @@ def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
                     continue
                 if exclude is not None and exclude.match_file(rel + "/"):
                     continue
-                sub_ignore = _gitignore(entry.path)
-                sub_specs = specs + ([(rel + "/", pathspec.PathSpec.from_lines("gitwildmatch", sub_ignore))]
-                                     if sub_ignore else [])
+                sub_ignore = compile_patterns(_gitignore(entry.path), strict=False)
+                sub_specs = specs + ([(rel + "/", sub_ignore)] if sub_ignore is not None else [])
                 stack.append((entry.path, sub_specs))
                 continue
             if not entry.name.endswith(".py"):
@@ -127,15 +159,19 @@ def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
                 out.skipped.append((shown(rel), "skipped: file name is not valid UTF-8"))
                 continue
             try:
-                st = entry.stat()
-                stat: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
+                st = entry.stat()  # follows a file link (checked above to stay inside)
+                listed: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
             except OSError:
-                stat = None
-            found.append((rel, entry.path, stat))
-    for rel, path, stat in sorted(found):
+                listed = None
+            else:
+                if not stat.S_ISREG(st.st_mode):
+                    out.skipped.append((rel, NOT_REGULAR))
+                    continue
+            found.append((rel, entry.path, listed))
+    for rel, path, listed in sorted(found):
         out.files[rel] = Path(path)
-        if stat is not None:
-            out.stats[rel] = stat
+        if listed is not None:
+            out.stats[rel] = listed
     return out
 
 
@@ -184,17 +220,96 @@ def _inside(root: Path, path: Path) -> bool:
         return False
 
 
-def read_source(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[bytes | None, str | None]:
-    """Bytes of a candidate source file, or None with the reason it is skipped."""
+NOT_REGULAR = "skipped: not a regular file"
+LEAVES_ROOT = "skipped: its real path leaves the workspace"
+
+
+@dataclass(frozen=True)
+class SourceRead:
+    """What `read_source` found: the bytes, or None and the reason; size and mtime of the file read."""
+
+    data: bytes | None
+    reason: str | None = None
+    size: int = -1
+    mtime_ns: int = -1
+
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# O_NONBLOCK: opening a FIFO swapped in after discovery returns at once (fstat then refuses it)
+_FILE_FLAGS = os.O_RDONLY | _CLOEXEC | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+# O_PATH: a directory is only traversed, so one without read permission still works as it does for open()
+_DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC | _NOFOLLOW
+_WALK_BY_FD = os.open in os.supports_dir_fd and bool(_NOFOLLOW) and hasattr(os, "O_DIRECTORY")
+
+
+def read_source(root: Path, path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> SourceRead:
+    """Bytes of one workspace file (`path` relative to `root`, or absolute), or None with the reason it
+    is skipped. Every read of a workspace file goes through here.
+
+    Reads only a regular file whose real path is inside `root` (a symlink may point elsewhere inside the
+    workspace, never out of it) and not over `max_bytes`. The real path is then opened one directory at
+    a time without following links, so a link swapped in after the check is refused, not followed.
+    """
     try:
-        st = path.stat()
-        if st.st_size > max_bytes:
-            return None, f"skipped: {st.st_size} bytes is over the {max_bytes}-byte limit"
-        data = path.read_bytes()
+        root_s = os.path.realpath(root)
+        real = os.path.realpath(os.path.join(root_s, path))
+        rel = os.path.relpath(real, root_s)
+    except (OSError, ValueError) as exc:  # a NUL byte, another drive
+        return SourceRead(None, f"skipped: invalid path ({exc})")
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
+        return SourceRead(None, LEAVES_ROOT)
+    if rel == os.curdir:
+        return SourceRead(None, NOT_REGULAR)
+    try:
+        fd = _open_below(root_s, rel)
     except FileNotFoundError:
-        return None, "skipped: deleted while indexing"
+        return SourceRead(None, DELETED)
     except OSError as exc:
-        return None, f"skipped: unreadable ({exc.strerror})"
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):  # a link appeared on the way
+            return SourceRead(None, LEAVES_ROOT)
+        return SourceRead(None, f"skipped: unreadable ({exc.strerror})")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return SourceRead(None, NOT_REGULAR)
+        if st.st_size > max_bytes:
+            return SourceRead(None, too_large(st.st_size, max_bytes))
+        chunks: list[bytes] = []
+        got = 0
+        while got <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - got)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        return SourceRead(None, f"skipped: unreadable ({exc.strerror})")
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:  # grew since fstat
+        return SourceRead(None, too_large(len(data), max_bytes))
     if is_binary(data[:8192]):
-        return None, "skipped: binary file"
-    return data, None
+        return SourceRead(None, "skipped: binary file")
+    return SourceRead(data, None, st.st_size, st.st_mtime_ns)
+
+
+def too_large(size: int, max_bytes: int) -> str:
+    return f"skipped: {size} bytes is over the {max_bytes}-byte limit"
+
+
+def _open_below(root_s: str, rel: str) -> int:
+    """A read-only descriptor of `rel` under `root_s`, following no symlink below the root."""
+    if not _WALK_BY_FD:  # no openat (Windows): only the last component is protected
+        return os.open(os.path.join(root_s, rel), _FILE_FLAGS)
+    *dirs, name = rel.split(os.sep)
+    dfd = os.open(root_s, _DIR_FLAGS & ~_NOFOLLOW)  # the root itself may be reached through links
+    try:
+        for part in dirs:
+            nxt = os.open(part, _DIR_FLAGS, dir_fd=dfd)
+            os.close(dfd)
+            dfd = nxt
+        return os.open(name, _FILE_FLAGS, dir_fd=dfd)
+    finally:
+        os.close(dfd)

@@ -15,7 +15,9 @@ from __future__ import annotations
 import ast
 import builtins
 import hashlib
+import io
 import re
+import tokenize
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +29,9 @@ MAX_LITERALS = 2000  # per file: generated tables must not flood the literal ind
 MAX_LITERAL = 400
 _BUILTINS = frozenset(dir(builtins))
 _TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$|(^|/)(tests?|testing)/[^/]*\.py$|(^|/)conftest\.py$")
+
+# what ast.parse raises on text it cannot take: bad syntax, NUL bytes, nesting too deep for the parser
+UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
 
 # site kinds
 CALL = "call"
@@ -125,16 +130,10 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
         _parso_defs(text, facts)
     else:
         visitor = _Visitor(facts, lines)
-        try:
-            visitor.run(tree)
-        except RecursionError:
-            facts.errors.append("expression nesting too deep; facts are partial")
+        visitor.run(tree)
         from ctx_lsp.flowfacts import flow_facts  # imports chain_of from here: not at module level
 
-        try:
-            facts.flows = flow_facts(tree, visitor.col)
-        except RecursionError:
-            facts.flows = []
+        facts.flows = flow_facts(tree, visitor.col)
     facts.words = " ".join([_path_words(path), facts.words])[: MAX_WORDS * 8]
     facts.terms = _file_terms(text)
     return facts
@@ -185,14 +184,20 @@ def _parse_tolerant(text: str, lines: list[str]) -> tuple[ast.Module | None, lis
     try:
         return ast.parse(text, type_comments=False), []
     except (SyntaxError, ValueError) as exc:
-        first = f"syntax error at line {getattr(exc, 'lineno', '?')}: {getattr(exc, 'msg', exc)}"
+        first = [f"syntax error at line {getattr(exc, 'lineno', '?')}: {getattr(exc, 'msg', exc)}"]
+        work = list(lines)
+    except (RecursionError, MemoryError):
+        # CPython's parser gives up on expressions nested a few thousand deep (`"a" + "a" + ...`,
+        # `a.b.b...`, `----1`): leave those statements out and parse the rest.
+        work, first = _without_deep_statements(text, lines)
+        if not first:
+            first = ["expression nested too deeply to parse"]
     # Repair line by line, keeping line numbers, until it parses: a broken def/class header becomes a
     # minimal header of the same name (the definition and its body survive), a broken block header
     # becomes `if True:`, any other offending line `pass`, and an unexpected indented block is blanked.
-    work = list(lines)
     for _ in range(40):
         try:
-            return ast.parse("\n".join(work)), [first]
+            return ast.parse("\n".join(work)), first
         except SyntaxError as exc:
             lineno = exc.lineno or 0
             msg = exc.msg or ""
@@ -231,7 +236,82 @@ def _parse_tolerant(text: str, lines: list[str]) -> tuple[ast.Module | None, lis
             work[lineno - 1] = replacement
         except (ValueError, RecursionError, MemoryError):
             break
-    return None, [first, "could not recover a syntax tree; only definitions were extracted (parso)"]
+    return None, [*first, "could not recover a syntax tree; only definitions were extracted (parso)"]
+
+
+_DEEP_CHECK_CHARS = 200  # a statement shorter than this cannot nest deep enough to defeat the parser
+
+
+def _without_deep_statements(text: str, lines: list[str]) -> tuple[list[str], list[str]]:
+    """`lines` with each logical line the parser cannot nest deep enough for replaced by `pass` (a block
+    header by a header of the same kind), line numbers kept; and one message per statement left out."""
+    work = list(lines)
+    errors: list[str] = []
+    for first, last in _logical_lines(text):
+        if sum(len(line) for line in lines[first - 1 : last]) < _DEEP_CHECK_CHARS:
+            continue
+        stmt = "\n".join(lines[first - 1 : last]).lstrip()
+        header = _too_deep(stmt)
+        if header is None:
+            continue
+        indent = _indent(lines[first - 1])
+        m = _HEADER.match(stmt)
+        if header and m:
+            replacement = f"{m.group(1)} {m.group(2)}{'(*_a, **_k)' if m.group(1) == 'def' else ''}:"
+        elif header:
+            keyword = stmt.split(None, 1)[0].rstrip(":")
+            replacement = {"elif": "elif True:", "except": "except Exception:"}.get(keyword, "if True:")
+        else:
+            replacement = "pass"
+        work[first - 1] = indent + replacement
+        for i in range(first, last):
+            work[i] = ""
+        errors.append(f"line {first}: expression nested too deeply to parse; the statement was left out")
+    return work, errors
+
+
+def _logical_lines(text: str) -> list[tuple[int, int]]:
+    """(first, last) 1-based physical lines of each logical line, as far as the text tokenizes."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in _NON_CODE:
+                continue
+            if not start:
+                start = tok.start[0]
+            if tok.type == tokenize.NEWLINE:
+                spans.append((start, tok.start[0]))
+                start = 0
+    except (tokenize.TokenError, SyntaxError, RecursionError):
+        pass  # the statements before the damage are still checked
+    return spans
+
+
+_NON_CODE = frozenset({tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER,
+                       tokenize.ENCODING})
+
+
+def _too_deep(stmt: str) -> bool | None:
+    """Whether one statement, parsed alone, defeats the parser by nesting: None when it does not, else
+    whether it is a block header (True) or a simple statement (False)."""
+    if stmt.startswith("elif"):
+        candidates = [("if" + stmt[4:] + "\n pass", True)]
+    elif stmt.startswith("except"):
+        candidates = [("try: pass\n" + stmt + "\n pass", True)]
+    else:
+        candidates = [(stmt, False), (stmt + "\n pass", True)]
+        if stmt.startswith("@"):
+            candidates.append((stmt + "\ndef _(): pass", False))
+    for source, header in candidates:
+        try:
+            ast.parse(source)
+            return None
+        except (SyntaxError, ValueError):
+            continue
+        except (RecursionError, MemoryError):
+            return header
+    return None
 
 
 def _opens_block(work: list[str], i: int) -> bool:
@@ -271,7 +351,10 @@ def _parso_defs(text: str, facts: FileFacts) -> None:
             elif kind in ("suite", "decorated", "async_stmt", "async_funcdef", "error_node"):
                 walk(child, prefix, in_class)
 
-    walk(module, "", False)
+    try:
+        walk(module, "", False)
+    except RecursionError:
+        facts.errors.append("definitions nested too deeply; only the outer ones were extracted")
 
 
 def _first_doc_line(node: ast.AST) -> str:
@@ -344,7 +427,7 @@ def _unquote(node: ast.AST | None) -> ast.AST | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         try:
             return ast.parse(node.value, mode="eval").body
-        except SyntaxError:
+        except UNPARSABLE:
             return None
     return node
 
@@ -509,8 +592,21 @@ class _Visitor:
     # -- entry ---------------------------------------------------------------------------
     def run(self, tree: ast.Module) -> None:
         self.facts.doc = _first_doc_line(tree)
-        self.body(tree.body)
+        for stmt in tree.body:
+            try:
+                self.stmt(stmt)
+            except RecursionError:  # one statement nested too deeply for this walk: keep the others
+                self.facts.errors.append(f"line {stmt.lineno}: nested too deeply; facts of this statement are partial")
+                self._back_to_module()
         self.facts.words = " ".join(self.words[0] + ([self.facts.doc] if self.facts.doc else []))
+
+    def _back_to_module(self) -> None:
+        """The scope state of module level, after a walk was abandoned somewhere inside a statement."""
+        for stack in (self.scope, self.scope_kind, self.local_names, self.fill_params, self.guard):
+            stack.clear()
+        del self.words[1:]
+        self.declared_global = set()
+        self.docstring = None
 
     def body(self, stmts: list[ast.stmt]) -> None:
         for stmt in stmts:
@@ -713,7 +809,7 @@ class _Visitor:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             try:
                 parsed = ast.parse(node.value, mode="eval").body
-            except SyntaxError:
+            except UNPARSABLE:
                 return
             ast.copy_location(parsed, node)
             for sub in ast.walk(parsed):

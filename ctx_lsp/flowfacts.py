@@ -143,7 +143,13 @@ class _Walker:
         return any(kind == "function" and name in names for kind, names in zip(self.kinds, self.names, strict=True))
 
     def run(self, tree: ast.Module) -> list[Flow]:
-        self.stmts(tree.body)
+        for node in tree.body:
+            try:
+                self.stmt(node)
+            except RecursionError:  # nested too deeply for this walk: the flows of the other statements stand
+                for stack in (self.scope, self.kinds, self.names, self.params, self.fed, self.stored, self.pending,
+                              self.kwparam):
+                    stack.clear()
         return self.out
 
     def stmts(self, body: list[ast.stmt]) -> None:

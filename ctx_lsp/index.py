@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ctx_lsp.bind import PATH_DEP, Binder, FileBinding, Workspace, changed_names, interface_parts, name_dep
-from ctx_lsp.discovery import FileFilter, discover, read_source
+from ctx_lsp.discovery import DELETED, FileFilter, discover, read_source, too_large
 from ctx_lsp.extract import FileFacts, content_digest, decode_source, extract
 from ctx_lsp.flow import FLOW_KEY, flow_edges
 from ctx_lsp.graph import CodeGraph
@@ -78,20 +78,36 @@ def _flow_input(b: FileBinding) -> tuple[list[tuple], frozenset[tuple[str, str]]
     return b.flows, calls, tuple((e.src, e.dst) for e in b.edges if e.kind == _OVERRIDES)
 
 
-def _extract_one(rel: str, abspath: str, max_bytes: int) -> tuple[str, FileFacts | None, str | None, int, int]:
-    data, reason = read_source(Path(abspath), max_bytes)
-    try:
-        st = os.stat(abspath)
-        size, mtime = st.st_size, st.st_mtime_ns
-    except OSError:
-        size, mtime = -1, -1
+def _extract_one(root: str, rel: str, max_bytes: int) -> tuple[str, FileFacts | None, str | None, int, int]:
+    read = read_source(Path(root), rel, max_bytes)
+    data, size, mtime = read.data, read.size, read.mtime_ns
     if data is None:
-        return rel, None, reason, size, mtime
+        return rel, None, read.reason, size, mtime
     text, decode_error = decode_source(data)
-    facts = extract(rel, text, content_digest(data))
+    facts, reason = _extract_guarded(rel, text, content_digest(data))
+    if facts is None:
+        return rel, None, reason, size, mtime
     if decode_error:
         facts.errors.insert(0, decode_error)
     return rel, facts, None, size, mtime
+
+
+def _extract_guarded(rel: str, text: str, digest: str | None = None) -> tuple[FileFacts | None, str | None]:
+    """extract() behind the per-file boundary: a file too deep or too large for the walks over its
+    tree is skipped with a reason instead of failing the whole index."""
+    try:
+        return extract(rel, text, digest), None
+    except (RecursionError, MemoryError) as exc:
+        log.warning("could not index %s: %s", rel, type(exc).__name__)
+        return None, f"skipped: could not be indexed ({type(exc).__name__}: nested too deeply or too large)"
+
+
+def _bind_guarded(binder: Binder, path: str) -> FileBinding:
+    try:
+        return binder.bind_file(path)
+    except RecursionError:  # the binder bounds its depth; this is the per-file backstop
+        log.warning("could not bind %s: nested too deeply; its edges are left out", path)
+        return FileBinding(path)
 
 
 def _extract_chunk(items: list[tuple[str, str, int]]) -> list[tuple[str, FileFacts | None, str | None, int, int]]:
@@ -104,7 +120,7 @@ _FORK_WS: Workspace | None = None
 def _bind_chunk(paths: list[str]) -> list[FileBinding]:
     assert _FORK_WS is not None
     binder = Binder(_FORK_WS)
-    return [binder.bind_file(p) for p in paths]
+    return [_bind_guarded(binder, p) for p in paths]
 
 
 def _decode_cache(cached: dict[str, Any]) -> tuple[dict[str, FileFacts], dict[str, FileBinding],
@@ -281,7 +297,8 @@ class WorkspaceIndex:
 
     def _extract_many(self, todo: list[str], files: dict[str, Path], progress: Progress | None) -> dict[str, FileFacts]:
         out: dict[str, FileFacts] = {}
-        items = [(rel, str(files[rel]), self.filter.max_bytes) for rel in todo]
+        root = str(self.root)
+        items = [(root, rel, self.filter.max_bytes) for rel in todo]
         total = len(items)
         results: list[tuple[str, FileFacts | None, str | None, int, int]] = []
         if self.workers > 1 and total >= PARALLEL_THRESHOLD:
@@ -420,7 +437,7 @@ class WorkspaceIndex:
         binder = Binder(self.ws)
         out = []
         for i, p in enumerate(order):
-            out.append(binder.bind_file(p))
+            out.append(_bind_guarded(binder, p))
             if progress and (i % 100 == 0 or i == total - 1):
                 progress("binding", i + 1, total)
         return out
@@ -453,17 +470,28 @@ class WorkspaceIndex:
             return False
         return not (exc is not None and exc.match_file(rel))
 
-    def update_file(self, rel: str, text: str, overlay: bool = False) -> int:
-        """Set one file's content (an editor buffer or the disk). Returns the number of files re-bound."""
+    def update_file(self, rel: str, text: str, overlay: bool = False,
+                    disk_stat: tuple[int, int] | None = None) -> int:
+        """Set one file's content (an editor buffer or the disk). Returns the number of files re-bound.
+
+        `disk_stat`: (size, mtime_ns) of the file the text was read from. Text over the size limit, or
+        too deeply nested to index, drops the file with its reason, as discovery would."""
+        if len(text) > self.filter.max_bytes:  # more code points than bytes allowed: no need to encode
+            return self._skip_file(rel, too_large(len(text.encode("utf-8", "surrogatepass")), self.filter.max_bytes))
         data = text.encode("utf-8", "surrogatepass")
+        if len(data) > self.filter.max_bytes:
+            return self._skip_file(rel, too_large(len(data), self.filter.max_bytes))
         digest = content_digest(data)
         old = self.facts.get(rel)
         st = self.state.get(rel)
         if old is not None and old.digest == digest and st is not None and st.overlay == overlay:
             return 0
-        facts = extract(rel, text, digest)
-        size, mtime = len(data), -1
-        if not overlay:
+        facts, reason = _extract_guarded(rel, text, digest)
+        if facts is None:
+            return self._skip_file(rel, reason or "skipped")
+        self.skipped.pop(rel, None)
+        size, mtime = disk_stat if disk_stat is not None else (len(data), -1)
+        if not overlay and disk_stat is None:
             try:
                 s = (self.root / rel).stat()
                 size, mtime = s.st_size, s.st_mtime_ns
@@ -484,20 +512,45 @@ class WorkspaceIndex:
             return 0
         return self._apply({rel: None})
 
+    def _skip_file(self, rel: str, reason: str) -> int:
+        """Drop one file from the index and remember why (reported by `errors`)."""
+        self.skipped[rel] = reason
+        self.overlay_text.pop(rel, None)
+        self.state.pop(rel, None)
+        return self.remove_file(rel)
+
+    def reload_file(self, rel: str) -> int:
+        """Index one file as it is on disk now (saved, closed, changed on disk), read through
+        `read_source`; a file that is gone, refused or not accepted leaves the index. Returns files re-bound."""
+        read = read_source(self.root, rel, self.filter.max_bytes)
+        if read.data is None or not self.accepts(rel):
+            if read.data is None and read.reason != DELETED:
+                return self._skip_file(rel, read.reason or "skipped")
+            self.skipped.pop(rel, None)
+            self.overlay_text.pop(rel, None)
+            return self.remove_file(rel)
+        return self.update_file(rel, decode_source(read.data)[0], overlay=False, disk_stat=(read.size, read.mtime_ns))
+
+    def read_text(self, rel: str) -> str | None:
+        """The disk text of one workspace file (read through `read_source`), None when it is refused."""
+        data = read_source(self.root, rel, self.filter.max_bytes).data
+        return decode_source(data)[0] if data is not None else None
+
     def rename_file(self, old: str, new: str, text: str | None = None) -> int:
         facts = self.facts.get(old)
         if facts is None and text is None:
             return 0
         if text is None:
-            try:
-                text = decode_source((self.root / new).read_bytes())[0]
-            except OSError:
-                text = None
+            text = self.read_text(new)
         changes: dict[str, FileFacts | None] = {old: None}
         if text is not None:
-            changes[new] = extract(new, text)
-            data = text.encode("utf-8", "surrogatepass")
-            self.state[new] = FileState(len(data), -1, changes[new].digest)  # type: ignore[union-attr]
+            facts, reason = _extract_guarded(new, text)
+            if facts is None:
+                self.skipped[new] = reason or "skipped"
+            else:
+                changes[new] = facts
+                data = text.encode("utf-8", "surrogatepass")
+                self.state[new] = FileState(len(data), -1, facts.digest)
         return self._apply(changes)
 
     def refresh(self) -> list[str]:

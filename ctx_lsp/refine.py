@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ctx_lsp.bind import Binder, FileBinding
+from ctx_lsp.discovery import read_source
 from ctx_lsp.extract import CALL, Def, FileFacts, content_digest, decode_source
 from ctx_lsp.index import WorkspaceIndex
 from ctx_lsp.model import RESOLVER_JEDI, Edge, EdgeKind, symbol_id
@@ -301,9 +302,8 @@ class Refiner:
             text = self.sources(path)
             if text is not None:
                 return text if content_digest(text.encode("utf-8", "surrogatepass")) == digest else None
-        try:
-            data = (self.index.root / path).read_bytes()
-        except OSError:
+        data = read_source(self.index.root, path, self.index.filter.max_bytes).data
+        if data is None:
             return None
         if content_digest(data) != digest:
             return None  # an unsaved editor buffer or a change not yet indexed: try again later

@@ -106,7 +106,7 @@ def test_symlink_loops_and_links_leaving_the_workspace_are_not_followed(tmp_path
 def test_file_deleted_while_indexing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "ws"
     write_tree(root, {"a.py": "def f():\n    pass\n", "gone.py": "def g():\n    pass\n"})
-    assert read_source(root / "nothere.py") == (None, "skipped: deleted while indexing")
+    assert read_source(root, "nothere.py").reason == "skipped: deleted while indexing"
     real = discover(root)
 
     def racing_discover(r: Path, flt: FileFilter | None = None) -> Discovery:

@@ -15,6 +15,7 @@ from pathlib import Path
 from lsprotocol import types
 from pygls import uris
 
+from ctx_lsp.discovery import read_source
 from ctx_lsp.model import Node
 
 UTF8, UTF16, UTF32 = "utf-8", "utf-16", "utf-32"
@@ -74,12 +75,14 @@ def col_to_units(line: str, col: int, encoding: str) -> int:
 class Positions:
     """Position and range conversion for one request, over one snapshot of the open buffers.
 
-    `buffers` maps absolute paths to editor text; other files are read from disk once and cached.
+    `buffers` maps absolute paths to editor text; other files are read from disk once and cached, only
+    inside `root` (through discovery.read_source; without a root, none is read).
     """
 
-    def __init__(self, encoding: str, buffers: Mapping[Path, str] | None = None) -> None:
+    def __init__(self, encoding: str, buffers: Mapping[Path, str] | None = None, root: Path | None = None) -> None:
         self.encoding = encoding if encoding in (UTF8, UTF16, UTF32) else UTF16
         self.buffers = buffers or {}
+        self.root = root
         self._lines: dict[Path, list[str]] = {}
 
     def lines(self, path: Path) -> list[str]:
@@ -87,10 +90,8 @@ class Positions:
         if got is None:
             text = self.buffers.get(path)
             if text is None:
-                try:
-                    text = path.read_bytes().decode("utf-8", "replace")
-                except OSError:
-                    text = ""
+                data = read_source(self.root, path).data if self.root is not None else None
+                text = data.decode("utf-8", "replace") if data is not None else ""
             got = text.splitlines()
             self._lines[path] = got
         return got

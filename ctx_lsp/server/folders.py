@@ -20,7 +20,6 @@ from typing import Any
 
 from ctx_lsp.discovery import FileFilter
 from ctx_lsp.engine import Engine
-from ctx_lsp.extract import decode_source
 from ctx_lsp.server.options import Options
 
 # root states
@@ -119,18 +118,14 @@ class Root:
         n = 0
         for rel, source, text in changes:
             if source == BUFFER and text is not None:
-                ix.update_file(rel, text, overlay=True)
-                self.buffers[rel] = text
+                ix.update_file(rel, text, overlay=True)  # over the size limit: skipped with the reason
+                if rel in ix.facts:
+                    self.buffers[rel] = text
+                else:
+                    self.buffers.pop(rel, None)
             else:
                 self.buffers.pop(rel, None)
-                try:
-                    disk = decode_source((self.path / rel).read_bytes())[0]
-                except OSError:
-                    disk = None
-                if disk is None:
-                    ix.remove_file(rel)
-                elif ix.accepts(rel):
-                    ix.update_file(rel, disk, overlay=False)
+                ix.reload_file(rel)  # regular files inside the root only (discovery.read_source)
             n += 1
         for kind, rel in notes:
             hook = getattr(self.engine, "note_open" if kind == "open" else "note_edit", None)

@@ -11,6 +11,8 @@ from typing import Any
 import attrs
 import cattrs
 
+from ctx_lsp.discovery import compile_patterns
+
 _converter = cattrs.Converter()
 
 
@@ -29,11 +31,16 @@ class Options:
         return (self.include, self.exclude, self.cache_dir, self.jedi_refinement)
 
 
+def _globs(patterns: tuple[str, ...]) -> bool:
+    compile_patterns(patterns, strict=True)  # InvalidPattern (a ValueError) names the bad glob
+    return True
+
+
 # JSON key -> (attribute, JSON type, check beyond the type or None)
 _FIELDS: dict[str, tuple[str, type, Any]] = {
     "budget": ("budget", int, lambda v: v > 0),
-    "include": ("include", list, None),
-    "exclude": ("exclude", list, None),
+    "include": ("include", list, _globs),
+    "exclude": ("exclude", list, _globs),
     "cacheDir": ("cache_dir", str, None),
     "jediRefinement": ("jedi_refinement", bool, None),
     "debounceMs": ("debounce_ms", int, lambda v: 0 <= v <= 10_000),

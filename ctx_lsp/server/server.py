@@ -227,7 +227,7 @@ class CtxLanguageServer(LanguageServer):
     async def query(self, root: Root, fn: Callable[[Ctx], T], checkpoint: Callable[[], None] | None = None) -> T:
         """Run `fn` in a worker thread with the folder's lock held, after folding in pending edits."""
         self._take_changes(root)
-        pos = Positions(self.encoding, self.buffers())
+        pos = Positions(self.encoding, self.buffers(), root.path)
 
         def work() -> tuple[int, T]:
             with root.reading() as engine:
