@@ -71,12 +71,12 @@ class FileFilter:
         return compile_patterns(patterns, strict=True)
 
 
-def _gitignore(dirpath: str) -> list[str]:
-    try:
-        with open(os.path.join(dirpath, ".gitignore"), encoding="utf-8", errors="replace") as f:
-            return f.read().splitlines()
-    except OSError:
-        return []
+def _gitignore(root: Path, rel_dir: str) -> pathspec.PathSpec | None:
+    """The valid patterns of the .gitignore in `rel_dir` ("" = the root), read like any workspace file."""
+    data = read_source(root, os.path.join(rel_dir, ".gitignore")).data
+    if data is None:
+        return None
+    return compile_patterns(data.decode("utf-8", "replace").splitlines(), strict=False)
 
 
 def is_binary(head: bytes) -> bool:
@@ -97,10 +97,7 @@ def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
     exclude = flt.spec(flt.exclude)
     out = Discovery()
     # stack of (dir, [(base_rel, spec)]) so nested .gitignore files apply below their directory
-    stack: list[tuple[str, list[tuple[str, pathspec.PathSpec]]]] = []
-    root_ignore = compile_patterns(_gitignore(root_s), strict=False)
-    specs0 = [("", root_ignore)] if root_ignore is not None else []
-    stack.append((root_s, specs0))
+    stack: list[tuple[str, list[tuple[str, pathspec.PathSpec]]]] = [(root_s, [])]
     found: list[tuple[str, str, tuple[int, int] | None]] = []
     while stack:
         dirpath, specs = stack.pop()
@@ -110,6 +107,11 @@ def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
         except OSError as exc:
             out.skipped.append((dirpath[cut:], f"unreadable directory: {exc.strerror}"))
             continue
+        if any(e.name == ".gitignore" for e in entries):  # its patterns apply to this directory's entries
+            rel_dir = dirpath[cut:]
+            ignore = _gitignore(root, rel_dir)
+            if ignore is not None:
+                specs = [*specs, (rel_dir.replace(os.sep, "/") + "/" if rel_dir else "", ignore)]
         for entry in entries:
             rel = entry.path[cut:]
             if os.sep != "/":
@@ -128,9 +130,7 @@ def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
                     continue
                 if exclude is not None and exclude.match_file(rel + "/"):
                     continue
-                sub_ignore = compile_patterns(_gitignore(entry.path), strict=False)
-                sub_specs = specs + ([(rel + "/", sub_ignore)] if sub_ignore is not None else [])
-                stack.append((entry.path, sub_specs))
+                stack.append((entry.path, specs))
                 continue
             if not entry.name.endswith(".py"):
                 if is_link and _is_dir_link(entry) and not _ignored(specs, rel + "/"):
