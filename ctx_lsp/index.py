@@ -531,7 +531,7 @@ class WorkspaceIndex:
             return self.remove_file(rel)
         return self.update_file(rel, decode_source(read.data)[0], overlay=False, disk_stat=(read.size, read.mtime_ns))
 
-    def read_text(self, rel: str) -> str | None:
+    def disk_text(self, rel: str) -> str | None:
         """The disk text of one workspace file (read through `read_source`), None when it is refused."""
         data = read_source(self.root, rel, self.filter.max_bytes).data
         return decode_source(data)[0] if data is not None else None
@@ -541,7 +541,7 @@ class WorkspaceIndex:
         if facts is None and text is None:
             return 0
         if text is None:
-            text = self.read_text(new)
+            text = self.disk_text(new)
         changes: dict[str, FileFacts | None] = {old: None}
         if text is not None:
             facts, reason = _extract_guarded(new, text)

@@ -159,6 +159,31 @@ def test_a_symlink_swapped_in_after_the_check_is_not_followed(tmp_path: Path, mo
     assert read_source(ws, "mod2.py").reason == LEAVES_ROOT
 
 
+# reads that are not of workspace files: the cache, episodic memory in the cache, the server's stdio
+NOT_WORKSPACE_READS = {"discovery.py", "store.py", "retrieval/memory.py", "server/__init__.py"}
+
+
+def test_every_workspace_read_goes_through_read_source() -> None:
+    """No module but discovery opens files (builtin/os/io open, Path.read_bytes/read_text)."""
+    import ast
+
+    pkg = Path(__file__).resolve().parents[1] / "ctx_lsp"
+    offenders = []
+    for py in sorted(pkg.rglob("*.py")):
+        rel = py.relative_to(pkg).as_posix()
+        if rel in NOT_WORKSPACE_READS:
+            continue
+        for node in ast.walk(ast.parse(py.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if (isinstance(f, ast.Name) and f.id == "open") or (
+                    isinstance(f, ast.Attribute) and (f.attr in ("read_bytes", "read_text") or (
+                        f.attr in ("open", "fdopen") and isinstance(f.value, ast.Name) and f.value.id in ("os", "io")))):
+                offenders.append(f"{rel}:{node.lineno}")
+    assert offenders == []
+
+
 # -- 8: invalid globs --------------------------------------------------------------------------------------
 def test_invalid_gitignore_lines_are_dropped_one_by_one(tmp_path: Path) -> None:
     ws = make_ws(tmp_path / "ws", {"ignored.py": "x = 1\n", "sub/gen.py": "y = 2\n", "sub/kept.py": "z = 3\n",

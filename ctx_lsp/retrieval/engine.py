@@ -158,7 +158,7 @@ class Retriever:
             return hit[1]
         text = getattr(ix, "overlay_text", {}).get(path)
         if text is None:
-            text = ix.read_text(path) or ""  # regular files inside the root only (discovery.read_source)
+            text = ix.disk_text(path) or ""  # regular files inside the root only (discovery.read_source)
         lines = split_lines(text)  # line numbers as the index counted them (not str.splitlines)
         if len(self._lines) > 256:
             self._lines.clear()
