@@ -172,7 +172,8 @@ def _daemon_identity(args: argparse.Namespace) -> dict[str, Any]:
     from ctx_lsp.daemon_client import identity
 
     root = _root(args)
-    return identity(root, _cache_dir(args, root), tuple(args.include), tuple(args.exclude))
+    flt = _filter(args)  # an invalid glob is exit 2 here, before any daemon is asked or started
+    return identity(root, _cache_dir(args, root), flt.include, flt.exclude)
 
 
 def _notify(msg: str) -> None:

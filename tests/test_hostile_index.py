@@ -159,8 +159,9 @@ def test_a_symlink_swapped_in_after_the_check_is_not_followed(tmp_path: Path, mo
     assert read_source(ws, "mod2.py").reason == LEAVES_ROOT
 
 
-# reads that are not of workspace files: the cache, episodic memory in the cache, the server's stdio
-NOT_WORKSPACE_READS = {"discovery.py", "store.py", "retrieval/memory.py", "server/__init__.py"}
+# reads that are not of workspace files: the cache, episodic memory in the cache, the server's stdio,
+# the daemon's log and lock in the cache
+NOT_WORKSPACE_READS = {"discovery.py", "store.py", "retrieval/memory.py", "server/__init__.py", "daemon_client.py"}
 
 
 def test_every_workspace_read_goes_through_read_source() -> None:
@@ -197,6 +198,7 @@ def test_invalid_gitignore_lines_are_dropped_one_by_one(tmp_path: Path) -> None:
     (["index", "--include", "[z-a]"], "--include"),
     (["index", "--exclude", "!"], "--exclude"),
     (["context", "q", "--exclude", "\\"], "--exclude"),
+    (["context", "q", "--include", "[z-a]"], "--include"),
     (["neighbors", "f", "--include", "[z-a]"], "--include"),
     (["mcp", "--exclude", "[z-a]"], "--exclude"),
 ])
@@ -205,7 +207,7 @@ def test_invalid_include_or_exclude_glob_is_exit_2_with_one_line(command_args: l
     ws = make_ws(tmp_path / "ws", {})
     res = subprocess.run([*CLI, *command_args, "--root", str(ws), "--cache-dir", str(tmp_path / "cache")],
                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-                         env=ENV)
+                         env={**ENV, "CTX_LSP_DAEMON": "auto"})  # checked before a daemon is asked or started
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"ctx-lsp: error: {option}: invalid glob"), res.stderr
