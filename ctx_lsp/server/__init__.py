@@ -91,10 +91,12 @@ def run_server(args: argparse.Namespace) -> int:
         else:
             wire_in, wire_out = _private_wire()
             server.start_io(wire_in, wire_out)
-    except SystemExit as exc:  # pygls ends the process this way on `exit`
+    except SystemExit as exc:  # pygls ends the process this way on `exit` (TCP; start_io swallows it)
         code = exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
         code = 130
+    if server.protocol.exit_code is not None:  # `exit` was received: 0 after `shutdown`, else 1 (LSP)
+        code = server.protocol.exit_code
     logging.shutdown()
     # A worker thread may still be inside one jedi call; the index and its cache are consistent on disk
     # (writes are atomic renames), so leave now rather than wait for it at interpreter exit.
