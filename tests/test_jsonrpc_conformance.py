@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -31,13 +32,13 @@ PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 class RawClient:
     """A minimal LSP client over the server's stdio: frames bytes, reads frames on a thread."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, env: dict[str, str] | None = None) -> None:
         self.ws = tmp / "ws"
         shutil.copytree(FIXTURE, self.ws)
         self.cache = tmp / "cache"
         self.stderr = (tmp / "server.log").open("wb")
         self.proc = subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-                                     env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                                     env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **(env or {})})
         self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.ids = itertools.count(1)
         assert self.proc.stdout is not None
@@ -255,6 +256,19 @@ def test_exit_without_shutdown_exits_1(live: RawClient) -> None:
 def test_exit_before_initialize_exits_1(raw: RawClient) -> None:
     raw.notify("exit")
     assert raw.wait_exit() == 1
+
+
+def test_exit_does_not_wait_for_a_busy_worker_thread(tmp_path: Path) -> None:
+    """A retrieval stuck in its worker thread (each checkpoint sleeps 60 s) must not delay `exit`."""
+    c = RawClient(tmp_path, env={"CTX_LSP_TEST_CHECKPOINT_DELAY_MS": "60000"})
+    try:
+        c.initialize()
+        c.request("ctx/getContext", {"query": "who calls checkout"})
+        time.sleep(1.0)  # let the request reach its first checkpoint
+        c.notify("exit")
+        assert c.wait_exit() == 1
+    finally:
+        c.close()
 
 
 def test_shutdown_then_exit_exits_0(live: RawClient) -> None:

@@ -7,8 +7,8 @@ behaviour in each method's comment):
 - a request after `shutdown`: InvalidRequest;
 - a body that is not JSON: ParseError (-32700) with `"id": null` (`answer_unparsable`, called from the
   server's error reporter: the read loop parses before the protocol sees anything).
-It also records the LSP exit code (0 after `shutdown`, else 1) for `run_server`, since pygls' `start_io`
-swallows the `SystemExit` that carries it.
+On `exit` it ends the process through `exit_now` (set by `run_server`) with the LSP exit code, 0 after
+`shutdown` and 1 without: pygls' `start_io` swallows the `SystemExit` that carries it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import attrs
@@ -121,6 +121,7 @@ class ConformantProtocol(LanguageServerProtocol):
         super().__init__(*args, **kwargs)
         self.shutdown_received = False
         self.exit_code: int | None = None  # set by `exit`: 0 after `shutdown`, else 1
+        self.exit_now: Callable[[int], None] | None = None  # ends the process with the exit code
 
     # -- decoding ----------------------------------------------------------------------------------
     def structure_message(self, data: dict[str, Any]) -> Any:
@@ -190,6 +191,12 @@ class ConformantProtocol(LanguageServerProtocol):
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
         # pygls exits through sys.exit(0 if shutdown else 1), but start_io catches SystemExit and
-        # returns normally, so the process would end with 0: run_server reads this instead
+        # returns normally (the process ended with 0), and only after asyncio.run has joined every
+        # worker thread (a running indexing or jedi call kept the process alive): `exit_now` ends it
         self.exit_code = 0 if self.shutdown_received else 1
-        yield from super().lsp_exit(*args)
+        if self.exit_now is None:
+            yield from super().lsp_exit(*args)
+            return
+        if (user_handler := self.fm.features.get(types.EXIT)) is not None:
+            yield user_handler, args, None
+        self.exit_now(self.exit_code)
