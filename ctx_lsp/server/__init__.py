@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import sys
-from typing import BinaryIO
+from typing import BinaryIO, NoReturn
 
 from ctx_lsp.server.server import CtxLanguageServer
 
@@ -84,6 +84,7 @@ def run_server(args: argparse.Namespace) -> int:
         faulthandler.register(signal.SIGUSR1, file=getattr(stream, "stream", sys.stderr), all_threads=True)
     _prepare_worker_processes()
     server = build_server()
+    server.protocol.exit_now = _leave  # `exit`: 0 after `shutdown`, else 1 (LSP), without waiting for workers
     code = 0
     try:
         if getattr(args, "tcp", False):
@@ -91,10 +92,14 @@ def run_server(args: argparse.Namespace) -> int:
         else:
             wire_in, wire_out = _private_wire()
             server.start_io(wire_in, wire_out)
-    except SystemExit as exc:  # pygls ends the process this way on `exit`
+    except SystemExit as exc:  # pygls' own way to end on `exit`, if it ever gets there
         code = exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
         code = 130
+    _leave(code)
+
+
+def _leave(code: int) -> NoReturn:
     logging.shutdown()
     # A worker thread may still be inside one jedi call; the index and its cache are consistent on disk
     # (writes are atomic renames), so leave now rather than wait for it at interpreter exit.

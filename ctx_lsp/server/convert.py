@@ -23,11 +23,20 @@ UTF8, UTF16, UTF32 = "utf-8", "utf-16", "utf-32"
 
 # -- URIs and paths ------------------------------------------------------------------------------
 def uri_to_path(uri: str) -> Path | None:
-    """The absolute, normalised file-system path of a `file:` URI; None for other schemes."""
+    """The absolute, normalised file-system path of a `file:` URI; None for other schemes and for a
+    file URI no file can have (`uri_problem` says why)."""
     fs = uris.to_fs_path(uri)
-    if not fs:
+    if not fs or "\x00" in fs:  # `%00`: every os call on it raises ValueError("embedded null byte")
         return None
     return Path(os.path.normpath(fs))
+
+
+def uri_problem(uri: str) -> str | None:
+    """Why `uri` is a malformed file URI, for an InvalidParams message; None when it is not one."""
+    fs = uris.to_fs_path(uri)
+    if fs and "\x00" in fs:
+        return f"{uri[:200]} has a NUL byte (%00) in its path"
+    return None
 
 
 def path_to_uri(path: Path | str) -> str:

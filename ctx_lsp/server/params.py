@@ -10,6 +10,8 @@ from typing import Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
+UINTEGER_MAX = 2**31 - 1  # LSP's `uinteger` (lines, characters): lsprotocol raises ValueError above it
+
 
 def invalid(message: str) -> JsonRpcInvalidParams:
     return JsonRpcInvalidParams(message=message)
@@ -68,6 +70,8 @@ def position(obj: dict[str, Any], name: str = "position", *, required: bool = Tr
         x = v.get(key)
         if isinstance(x, bool) or not isinstance(x, int) or x < 0:
             raise invalid(f"field '{name}.{key}' must be a non-negative integer, got {x!r}")
+        if x > UINTEGER_MAX:
+            raise invalid(f"field '{name}.{key}' must be at most {UINTEGER_MAX}, got {x!r}")
         out[key] = x
     return types.Position(line=out["line"], character=out["character"])
 

@@ -24,12 +24,11 @@ import attrs
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from ctx_lsp import __version__
 from ctx_lsp.engine import Engine
-from ctx_lsp.server.convert import Positions, path_to_uri, rel_in, uri_to_path
+from ctx_lsp.server.convert import Positions, path_to_uri, rel_in, uri_problem, uri_to_path
 from ctx_lsp.server.folders import (
     BUFFER,
     CANCELLED,
@@ -42,6 +41,7 @@ from ctx_lsp.server.folders import (
     make_engine,
     source_of,
 )
+from ctx_lsp.server.jsonrpc import ConformantProtocol
 from ctx_lsp.server.options import Options, parse_options
 from ctx_lsp.server.params import invalid
 
@@ -64,7 +64,7 @@ class RawRequest:
     jsonrpc: str = "2.0"
 
 
-class CtxProtocol(LanguageServerProtocol):
+class CtxProtocol(ConformantProtocol):
     def get_message_type(self, method: str) -> type[Any] | None:  # type: ignore[override]
         if method in CUSTOM_REQUESTS:
             return RawRequest
@@ -135,6 +135,14 @@ class CtxLanguageServer(LanguageServer):
         # slows each retrieval checkpoint so the tests can cancel a request mid-way
         self.checkpoint_delay = float(os.environ.get("CTX_LSP_TEST_CHECKPOINT_DELAY_MS", "0") or 0) / 1000
 
+    protocol: CtxProtocol
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        # pygls' read loop reports a body it could not parse here (source JsonRpcException), answering nothing
+        if source is JsonRpcException and self.protocol.answer_unparsable(error):
+            return
+        super().report_server_error(error, source)
+
     # -- small helpers --------------------------------------------------------------------------
     @property
     def encoding(self) -> str:
@@ -183,6 +191,8 @@ class CtxLanguageServer(LanguageServer):
         """Like `find` but refuses a URI outside the workspace folders (InvalidParams)."""
         got = self.find(uri)
         if got is None:
+            if (problem := uri_problem(uri)) is not None:
+                raise invalid(f"field '{field}': {problem}")
             if not self.roots:
                 raise invalid(f"field '{field}': no workspace folder is open")
             raise invalid(f"field '{field}': {uri} is outside the workspace folders")
