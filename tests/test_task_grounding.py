@@ -273,3 +273,20 @@ def test_cli_context_json_has_files(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     pack = json.loads(out.stdout)
     assert pack["files"][0]["path"] == "shop/pricing/discounts.py"
+
+
+def test_a_query_too_long_is_cut_keeping_its_start_and_its_traceback(engine: Engine) -> None:
+    from ctx_lsp.retrieval.evidence import MAX_QUERY_CHARS
+
+    log = "\n".join(f"INFO step {i} finished without trouble" for i in range(20_000))
+    text = ("Checkout fails with a KeyError after many steps\n\n" + log +
+            '\nTraceback (most recent call last):\n  File "/srv/app/shop/checks.py", line 4, in check_discounts\n'
+            "KeyError: 'code'\n")
+    assert len(text) > MAX_QUERY_CHARS
+    pack = engine.context(text, 3000, record=False)
+    assert pack["plan"]["truncated"] == {"chars": len(text), "kept": len(pack["query"])}
+    assert len(pack["query"]) <= MAX_QUERY_CHARS + 100
+    assert pack["query"].startswith("Checkout fails with a KeyError")
+    assert "shop/checks.py:4 check_discounts" in " ".join(pack["plan"]["evidence"]["frames"])  # the end was kept
+    short = engine.context("Checkout fails with a KeyError\n\n" + log[:5000], 3000, record=False)
+    assert "truncated" not in short["plan"]

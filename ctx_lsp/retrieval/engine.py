@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctx_lsp.extract import is_test_path, split_lines
 from ctx_lsp.model import NodeKind
-from ctx_lsp.retrieval.evidence import TaskEvidence, extract_evidence
+from ctx_lsp.retrieval.evidence import TaskEvidence, cap_text, extract_evidence
 from ctx_lsp.retrieval.expand import edges_for, expand
 from ctx_lsp.retrieval.files import FileLexicalIndex, add_features, file_features, rank_files, scope_prior
 from ctx_lsp.retrieval.generators import Query, default_generators
@@ -176,6 +176,8 @@ class Retriever:
         """plan -> generators -> expand -> score -> rank files -> pack -> hop, as one straight line."""
         t = {"start": time.perf_counter()}
         check = checkpoint or (lambda: None)
+        asked = len(query)
+        query = cap_text(query)
         self.sync()
         t["sync"] = time.perf_counter()
         is_symbol = self.is_symbol if "symbols" in features else None
@@ -219,6 +221,8 @@ class Retriever:
             "items": out_items,
             "timings_ms": _timings(t),
         }
+        if len(query) < asked:
+            result["plan"]["truncated"] = {"chars": asked, "kept": len(query)}
         if plan.task:
             result["plan"]["evidence"] = evidence.to_json()
             if q.notes:

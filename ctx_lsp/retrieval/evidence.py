@@ -12,7 +12,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-MAX_TASK_CHARS = 200_000  # longer input keeps its head: code blocks and tracebacks come first in issues
+MAX_QUERY_CHARS = 256_000  # 4x GitHub's limit for an issue body; longer text (a pasted log) is cut
+_TAIL_CHARS = 64_000  # what is kept from the end: a log's traceback is usually there
+
+
+def cap_text(text: str, limit: int = MAX_QUERY_CHARS) -> str:
+    """Bound what one query can cost: text over `limit` keeps its beginning (the title and description)
+    and its end (where a pasted log has its traceback), cut at line breaks."""
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit - _TAIL_CHARS], text[-_TAIL_CHARS:]
+    head = head[: head.rfind("\n")] if "\n" in head else head
+    tail = tail[tail.find("\n") + 1 :] if "\n" in tail else tail
+    return f"{head}\n[... {len(text) - len(head) - len(tail):,} characters left out ...]\n{tail}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +105,7 @@ _URL = re.compile(r"https?://\S+")
 
 def extract_evidence(text: str) -> TaskEvidence:
     """Typed evidence from task text. Never raises; cost is linear in len(text)."""
-    text = text[:MAX_TASK_CHARS].replace("\r\n", "\n").replace("\r", "\n")
+    text = cap_text(text).replace("\r\n", "\n").replace("\r", "\n")
     ev = TaskEvidence(text)
     blocks: list[tuple[int, int]] = []  # spans of code blocks, removed from the prose
     for m in _FENCE.finditer(text):
