@@ -76,7 +76,11 @@ def parse_scheduler(spec: str | None) -> Scheduler:
 
 
 def dask_available() -> bool:
-    return importlib.util.find_spec("distributed") is not None
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def resolve(sched: Scheduler, log: TextIO) -> Scheduler:
