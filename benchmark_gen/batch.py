@@ -77,6 +77,9 @@ def run_batch(args: argparse.Namespace) -> int:
         if args.batch_command == "evaluate":
             return _evaluate(args, sched)
         return _swebench(args, sched)
+    except batch_runner.SchedulerUnreachable as exc:
+        print(f"batch: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("batch: interrupted; the futures are cancelled, no output is half-written", file=sys.stderr)
         return 130

@@ -22,6 +22,10 @@ RETRIES = 1
 INSTALL_HINT = "pip install 'ctx-lsp[batch]'"
 
 
+class SchedulerUnreachable(RuntimeError):
+    pass
+
+
 @dataclass(frozen=True)
 class Unit:
     key: str
@@ -164,7 +168,10 @@ def _run_on_dask(units: Sequence[Unit], sched: Scheduler, progress: _Progress, w
         # the scheduler serves its HTTP routes either way; the dashboard pages need bokeh
         has_dashboard = importlib.util.find_spec("bokeh") is not None
     else:
-        client = Client(sched.address)
+        try:
+            client = Client(sched.address)
+        except (OSError, TimeoutError) as exc:
+            raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {sched.address}: {exc}") from exc
         has_dashboard = "dashboard" in client.scheduler_info().get("services", {})
     futures: dict[Any, Unit] = {}
     try:

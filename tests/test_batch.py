@@ -129,6 +129,14 @@ def test_without_dask_the_units_run_in_process(single: Path, tmp_path: Path) -> 
     assert r.returncode == 2 and "needs Dask distributed" in r.stderr
 
 
+def test_an_unreachable_scheduler_is_a_clear_error(tmp_path: Path) -> None:
+    env = dict(_env(), DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="1s")
+    r = bench("batch", "generate", str(ROOTS[0]), "--out-dir", str(tmp_path), "--scheduler", "tcp://127.0.0.1:9",
+              env=env)
+    assert r.returncode == 2 and "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not list(tmp_path.iterdir())
+
+
 # -- swebench ----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def swe(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
