@@ -12,6 +12,7 @@ no temporary file and no worker process behind.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -261,10 +262,33 @@ def always_fails(_: str) -> str:
     raise RuntimeError("this unit always fails")
 
 
+def index_summary(root: str, cache: str) -> tuple[int, int, int]:
+    """(files, nodes, edges) of a fresh index of `root` built with a 2-process pool where allowed."""
+    from ctx_lsp.index import WorkspaceIndex
+
+    index = WorkspaceIndex(Path(root), cache_dir=Path(cache), workers=2)
+    index.load_or_build()
+    return len(index.facts), len(list(index.graph.nodes())), sum(len(es) for es in index.graph.file_edges.values())
+
+
+def test_a_large_workspace_indexes_inside_a_dask_worker(tmp_path: Path) -> None:
+    """Dask workers are daemonic and may not start processes: the index's pools must step aside."""
+    from ctx_lsp.index import PARALLEL_THRESHOLD
+
+    root = tmp_path / "big"
+    for i in range(PARALLEL_THRESHOLD):
+        (root / f"pkg{i % 7}").mkdir(parents=True, exist_ok=True)
+        (root / f"pkg{i % 7}" / f"m{i}.py").write_text(
+            f"from pkg{(i + 1) % 7}.m{(i + 1) % (PARALLEL_THRESHOLD)} import f{(i + 1) % (PARALLEL_THRESHOLD)}\n\n\n"
+            f"def f{i}(x):\n    return f{(i + 1) % (PARALLEL_THRESHOLD)}(x) + {i}\n")
+    here = index_summary(str(root), str(tmp_path / "c1"))
+    [o] = run_units([Unit("big", index_summary, (str(root), str(tmp_path / "c2")))], parse_scheduler("local:1"),
+                    log=io.StringIO(), worker_memory="1GiB")
+    assert o.error is None and o.value == here and here[0] == PARALLEL_THRESHOLD
+
+
 @pytest.mark.parametrize("spec", ["serial", "local:2"])
 def test_a_failing_unit_is_retried_once(spec: str, tmp_path: Path) -> None:
-    import io
-
     units = [Unit("b-flaky", flaky, (str(tmp_path / "marker"),)), Unit("a-fails", always_fails, ("x",)),
              Unit("c-ok", str.upper, ("fine",))]
     log = io.StringIO()
