@@ -182,7 +182,7 @@ def _swebench(args: argparse.Namespace, sched: batch_runner.Scheduler) -> int:
     by_repo: dict[str, list[dict[str, Any]]] = {}
     for inst in sel.instances:
         by_repo.setdefault(inst["repo"], []).append(inst)
-    units = [Unit(repo, swebench_unit, (insts, str(sel.work), sel.budget, sel.features, sel.ablate))
+    units = [Unit(repo, swebench_unit, (insts, str(sel.work), sel.budget, sel.features, sel.ablate), len(insts))
              for repo, insts in by_repo.items()]
     outcomes = batch_runner.run_units(units, sched, log=sys.stderr, worker_memory=args.worker_memory,
                                       describe=lambda v: f"{len(v[0])} instances, {len(v[1])} skipped")

@@ -31,6 +31,7 @@ class Unit:
     key: str
     fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
+    weight: int = 0  # expected cost: heavier units start first, so the longest one does not start last
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ def _run_on_dask(units: Sequence[Unit], sched: Scheduler, progress: _Progress, w
         if has_dashboard and client.dashboard_link:
             print(f"batch: Dask dashboard at {client.dashboard_link}", file=log, flush=True)
         for u in sorted(units, key=lambda u: u.key):
-            futures[client.submit(u.fn, *u.args, retries=RETRIES, pure=False)] = u
+            futures[client.submit(u.fn, *u.args, retries=RETRIES, pure=False, priority=u.weight)] = u
         outcomes = []
         for fut in as_completed(list(futures)):
             u = futures[fut]
