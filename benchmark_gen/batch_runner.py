@@ -178,7 +178,8 @@ def _run_on_dask(units: Sequence[Unit], sched: Scheduler, progress: _Progress, w
     try:
         if has_dashboard and client.dashboard_link:
             print(f"batch: Dask dashboard at {client.dashboard_link}", file=log, flush=True)
-        for u in sorted(units, key=lambda u: u.key):
+        # heaviest first: idle workers take tasks as they arrive, before a later priority could count
+        for u in sorted(units, key=lambda u: (-u.weight, u.key)):
             futures[client.submit(u.fn, *u.args, retries=RETRIES, pure=False, priority=u.weight)] = u
         outcomes = []
         for fut in as_completed(list(futures)):
