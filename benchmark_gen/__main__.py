@@ -1,9 +1,11 @@
-"""`python -m benchmark_gen {speed,generate,evaluate,verify-edges,swebench,swebench-merge} ...`: headless benchmarks over the core."""
+"""`python -m benchmark_gen {speed,generate,evaluate,verify-edges,swebench,swebench-merge,batch} ...`: headless
+benchmarks over the core."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,22 +28,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("generate", help="emit a deterministic gold retrieval benchmark (JSONL)")
     p.add_argument("root", metavar="ROOT")
     p.add_argument("--out", required=True)
-    p.add_argument("--per-relation", type=int, default=20)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache-dir", default=None, help="index cache directory (default: the ctx-lsp cache)")
+    _generate_options(p)
 
     p = sub.add_parser("evaluate", help="evaluate retrieval strategies on a generated benchmark")
     p.add_argument("file", metavar="FILE.jsonl")
     p.add_argument("--root", required=True)
-    p.add_argument("--strategies", default=None, help="comma-separated strategy names (default: all)")
-    p.add_argument("--k", default="1,5,10")
     p.add_argument("--out", default=None, help="markdown report")
     p.add_argument("--json", default=None, help="JSON report")
     p.add_argument("--edges", default=None, help="a verify-edges JSON result to add a graph accuracy section")
     p.add_argument("--cache-dir", default=None, help="index cache directory (default: the ctx-lsp cache)")
-    p.add_argument("--budget", type=int, default=4000, help="token budget of the engine rows")
     p.add_argument("--png", default=None, help="bar chart path (default: next to --out/--json)")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals")
+    _evaluate_options(p)
 
     p = sub.add_parser("queries", help="hand-written query sets: engine vs a BM25 file baseline")
     p.add_argument("root", metavar="ROOT")
@@ -65,6 +63,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", default=None, help="the merged markdown report (also printed)")
 
     p = sub.add_parser("swebench", help="file/function localization on SWE-bench instances (engine vs BM25)")
+    _swebench_options(p)
+
+    p = sub.add_parser("batch", help="generate, evaluate or swebench over many repositories on Dask distributed")
+    batch = p.add_subparsers(dest="batch_command", required=True)
+    b = _batch_parser(batch, "generate", "one benchmark per repository: OUT_DIR/NAME.jsonl")
+    b.add_argument("roots", nargs="+", metavar="ROOT", help="repository roots (@FILE reads them one a line)")
+    b.add_argument("--out-dir", required=True)
+    b.add_argument("--cache-dir", default=None, help="index caches, one per repository: DIR/NAME")
+    _generate_options(b)
+    b = _batch_parser(batch, "evaluate", "evaluate BENCH_DIR/NAME.jsonl on each root: OUT_DIR/NAME.md, NAME.json")
+    b.add_argument("roots", nargs="+", metavar="ROOT", help="repository roots (@FILE reads them one a line)")
+    b.add_argument("--bench-dir", required=True, help="the benchmarks, NAME.jsonl per root (batch generate's OUT_DIR)")
+    b.add_argument("--out-dir", required=True)
+    b.add_argument("--cache-dir", default=None, help="index caches, one per repository: DIR/NAME")
+    _evaluate_options(b)
+    b = _batch_parser(batch, "swebench", "the swebench lane, one unit per repository")
+    _swebench_options(b)
+    return parser
+
+
+def _generate_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--per-relation", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _evaluate_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strategies", default=None, help="comma-separated strategy names (default: all)")
+    p.add_argument("--k", default="1,5,10")
+    p.add_argument("--budget", type=int, default=4000, help="token budget of the engine rows")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals")
+
+
+def _swebench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("data", metavar="DATA.jsonl")
     p.add_argument("--per-repo", type=int, default=None, help="first N instances per repository (instance_id order)")
     p.add_argument("--ids", default=None, help="comma-separated instance ids")
@@ -75,7 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--work", default=None, help="trees and index caches (default ~/.cache/ctx-lsp-swebench/work)")
     p.add_argument("--ablate", action="store_true", help="also run the engine once per feature removed")
     p.add_argument("--features", default=None, help="comma-separated engine features (default: all)")
-    return parser
+
+
+def _batch_parser(batch: Any, name: str, help: str) -> argparse.ArgumentParser:
+    b: argparse.ArgumentParser = batch.add_parser(name, help=help, fromfile_prefix_chars="@")
+    b.add_argument("--scheduler", default="local",
+                   help="local (one worker process per core; the default), local:N, tcp://HOST:PORT of a running "
+                        "`dask scheduler`, or serial (in this process); without dask installed: serial")
+    b.add_argument("--worker-memory", default="auto", help="memory limit of each local worker (e.g. 4GiB)")
+    return b
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmark_gen.swebench import run_swebench
 
         return run_swebench(args)
+    if args.command == "batch":
+        from benchmark_gen.batch import run_batch
+
+        return run_batch(args)
     return 2
 
 

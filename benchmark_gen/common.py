@@ -7,8 +7,10 @@ workspace-relative paths and file contents only.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -136,6 +138,29 @@ def open_index(root: Path, cache_dir: Path | None) -> WorkspaceIndex:
     engine = Engine(root, cache_dir=cache_dir)
     engine.open()
     return engine.index
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write `data` (text as UTF-8) to `path` through a temporary file in the same directory and
+    os.replace, so an interrupted run leaves the old file or none, never half of a new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; the file gets the mode open() would give
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def read_text(root: Path, rel: str) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from benchmark_gen.common import files_digest
+from benchmark_gen.common import files_digest, write_atomic
 from benchmark_gen.metrics import Bootstrap, percentile, question_metrics
 from benchmark_gen.report import render_markdown, render_png
 from benchmark_gen.strategies import (
@@ -215,15 +215,21 @@ def run_evaluate(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             print(f"error: cannot read --edges {args.edges}: {exc}", file=sys.stderr)
             return 2
+    write_reports(report, args.out, args.json, getattr(args, "png", None))
+    return 0
+
+
+def write_reports(report: dict[str, Any], out: str | None, json_path: str | None, png: str | None) -> None:
+    """The markdown (--out, else stdout), JSON (--json) and chart (--png, else next to them) of a
+    report, each file written whole or not at all."""
     md = render_markdown(report)
-    if args.out:
-        Path(args.out).write_text(md, encoding="utf-8")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1, sort_keys=True), encoding="utf-8")
-    png = getattr(args, "png", None) or next((str(Path(p).with_suffix(".png")) for p in (args.out, args.json) if p), None)
+    if out:
+        write_atomic(Path(out), md)
+    if json_path:
+        write_atomic(Path(json_path), json.dumps(report, indent=1, sort_keys=True))
+    png = png or next((str(Path(p).with_suffix(".png")) for p in (out, json_path) if p), None)
     if png:
         made = render_png(report, Path(png))
         print(f"chart: {png}" if made else "chart: skipped (matplotlib is not installed)", file=sys.stderr)
-    if not args.out:
+    if not out:
         print(md)
-    return 0

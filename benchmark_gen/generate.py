@@ -24,6 +24,7 @@ from benchmark_gen.common import (
     open_index,
     read_text,
     stable_hash,
+    write_atomic,
 )
 from benchmark_gen.phrasing import DefInfo, def_infos, phrasings
 from benchmark_gen.relations import RELATIONS, available_relations, gold_for
@@ -141,9 +142,12 @@ def run_generate(args: argparse.Namespace) -> int:
     cache = Path(args.cache_dir) if getattr(args, "cache_dir", None) else None
     records = generate(root, args.per_relation, args.seed, cache)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(dumps(records).encode("utf-8"))
-    counts = records[0]["counts"]
-    print(f"wrote {counts['questions']} questions to {out}: " +
-          ", ".join(f"{k}={v}" for k, v in counts["relations"].items()))
+    write_atomic(out, dumps(records))
+    print(summary_line(records[0], out))
     return 0
+
+
+def summary_line(header: dict[str, Any], out: Path) -> str:
+    counts = header["counts"]
+    return (f"wrote {counts['questions']} questions to {out}: " +
+            ", ".join(f"{k}={v}" for k, v in counts["relations"].items()))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
+from benchmark_gen.common import write_atomic
 from benchmark_gen.strategies import LABELS
 
 
@@ -154,7 +156,8 @@ def render_png(report: dict[str, Any], path: Path) -> bool:
         ax.set_ylim(0, 1.05)
         ax.set_title(f"{title}: {metric}")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
+    write_atomic(path, buf.getvalue())
     return True

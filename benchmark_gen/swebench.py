@@ -18,9 +18,11 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark_gen.common import write_atomic
 from benchmark_gen.swebench_baselines import BaselineCorpus, is_swe_test_path
 from benchmark_gen.swebench_gold import gold_functions, parse_patch
 from benchmark_gen.swebench_layout import GitError, LayoutReport, TreeLayout, commit_time
@@ -244,34 +246,60 @@ def report(results: list[dict[str, Any]], errors: list[dict[str, Any]], config: 
             "instances": results}
 
 
-def run_swebench(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class Selection:
+    """What a `swebench` command line asks for: the chosen instances and how to run them."""
+
+    instances: list[dict[str, Any]]
+    work: Path
+    budget: int
+    features: frozenset[str]
+    ablate: list[str]
+    config: dict[str, Any]
+
+
+def selection(args: argparse.Namespace, prog: str = "swebench") -> Selection | None:
+    """The instances and settings of `args`; None (after a message on stderr) when they are unusable."""
     data = Path(args.data)
     if not data.is_file():
-        print(f"swebench: no such file: {data}", file=sys.stderr)
-        return 2
+        print(f"{prog}: no such file: {data}", file=sys.stderr)
+        return None
     known = all_features()
     features = known if args.features is None else frozenset(f for f in args.features.split(",") if f)
     unknown = sorted(features - known)
     if unknown:
-        print(f"swebench: unknown feature(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}", file=sys.stderr)
-        return 2
+        print(f"{prog}: unknown feature(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}", file=sys.stderr)
+        return None
     ids = set(args.ids.split(",")) if args.ids else None
     repos = set(args.repos.split(",")) if args.repos else None
     chosen = select(load_instances(data), args.per_repo, ids, repos)
     if not chosen:
-        print("swebench: no instance selected", file=sys.stderr)
-        return 2
+        print(f"{prog}: no instance selected", file=sys.stderr)
+        return None
     work = Path(args.work).expanduser() if args.work else DEFAULT_WORK.expanduser()
     ablate = sorted(features) if args.ablate else []
-    t0 = time.perf_counter()
-    results, errors = evaluate(chosen, work, args.budget, features, ablate)
     config = {"data": data.name, "budget": args.budget, "features": sorted(features), "per_repo": args.per_repo,
               "ids": sorted(ids) if ids else None, "repos": sorted(repos) if repos else None,
               "ablate": ablate, "selected": len(chosen)}
-    out = report(results, errors, config)
-    out["timings"] = {"wall_s": time.perf_counter() - t0}
-    _write(out, errors, config, args)
+    return Selection(chosen, work, args.budget, features, ablate, config)
+
+
+def finish(args: argparse.Namespace, sel: Selection, results: list[dict[str, Any]], errors: list[dict[str, Any]],
+           wall_s: float) -> int:
+    """Write the report of a run; 0 when some instance was evaluated."""
+    out = report(results, errors, sel.config)
+    out["timings"] = {"wall_s": wall_s}
+    _write(out, errors, sel.config, args)
     return 0 if results else 1
+
+
+def run_swebench(args: argparse.Namespace) -> int:
+    sel = selection(args)
+    if sel is None:
+        return 2
+    t0 = time.perf_counter()
+    results, errors = evaluate(sel.instances, sel.work, sel.budget, sel.features, sel.ablate)
+    return finish(args, sel, results, errors, time.perf_counter() - t0)
 
 
 def run_merge(args: argparse.Namespace) -> int:
@@ -313,6 +341,6 @@ def _write(out: dict[str, Any], errors: list[dict[str, Any]], config: dict[str, 
     md = markdown(out["aggregates"], errors, config)
     sys.stdout.write(md)
     if args.markdown:
-        Path(args.markdown).write_text(md, encoding="utf-8")
+        write_atomic(Path(args.markdown), md)
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        write_atomic(Path(args.json), json.dumps(out, indent=1, sort_keys=True) + "\n")

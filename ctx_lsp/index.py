@@ -42,6 +42,14 @@ Progress = Callable[[str, int, int], None]  # (stage, done, total)
 PARALLEL_THRESHOLD = 300  # below this many files a process pool costs more than it saves
 
 
+def may_start_processes() -> bool:
+    """False inside a daemonic process (a Dask worker, a multiprocessing pool's worker), which may not
+    have children: there the index extracts and binds in process rather than failing."""
+    import multiprocessing
+
+    return not multiprocessing.current_process().daemon
+
+
 @dataclass
 class FileState:
     size: int
@@ -301,7 +309,7 @@ class WorkspaceIndex:
         items = [(root, rel, self.filter.max_bytes) for rel in todo]
         total = len(items)
         results: list[tuple[str, FileFacts | None, str | None, int, int]] = []
-        if self.workers > 1 and total >= PARALLEL_THRESHOLD:
+        if self.workers > 1 and total >= PARALLEL_THRESHOLD and may_start_processes():
             chunk = max(16, total // (self.workers * 8))
             chunks = [items[i : i + chunk] for i in range(0, total, chunk)]
             with ProcessPoolExecutor(self.workers) as pool:
@@ -417,7 +425,8 @@ class WorkspaceIndex:
         # a lock (the language server's reader, jedi refinement importing a module) can deadlock the
         # child: with other threads alive, bind in this process instead.
         single_threaded = threading.active_count() == 1
-        if self.workers > 1 and total >= PARALLEL_THRESHOLD * 2 and hasattr(os, "fork") and single_threaded:
+        if (self.workers > 1 and total >= PARALLEL_THRESHOLD * 2 and hasattr(os, "fork") and single_threaded
+                and may_start_processes()):
             import multiprocessing
 
             _FORK_WS = self.ws  # forked workers inherit the module table copy-on-write
