@@ -19,8 +19,10 @@ Keys added to the row (all prefixed `peer_scip_python_`):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -29,7 +31,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 SCIP_DIR = Path(__file__).resolve().parent / "scip"
 SCIP_ENTRY = SCIP_DIR / "node_modules" / "@sourcegraph" / "scip-python" / "index.js"
@@ -64,6 +66,38 @@ def _mb(maxrss: int) -> float:
     return round(maxrss * scale / (1024 * 1024), 1)
 
 
+def _run_timed(cmd: list[str], cwd: Path, log: IO[bytes], timeout_s: float) -> tuple[float, int | str, resource.struct_rusage]:
+    """(wall seconds, exit status or "timeout", rusage of the waited child) of one process, killed with its
+    session after timeout_s."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    timed_out = threading.Event()
+
+    def kill() -> None:
+        timed_out.set()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the whole session: node and anything it spawned
+
+    timer = threading.Timer(timeout_s, kill)
+    timer.start()
+    try:
+        _, wstatus, usage = os.wait4(proc.pid, 0)  # not proc.wait(): wait4 also gives the child's rusage
+    finally:
+        timer.cancel()
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(wstatus)
+    return wall, "timeout" if timed_out.is_set() else proc.returncode, usage
+
+
+def _failure_summary(log: bytes, limit: int = 300) -> str:
+    """The log's lines that name an error (else its last lines), shortened to `limit` characters."""
+    lines = [ln.strip() for ln in log.decode(errors="replace").splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "error" in ln.lower()]
+    picked = errors[:2] if errors else lines[-3:]
+    return " / ".join(picked)[:limit] or "no output"
+
+
 def run_scip_python(root: Path, timeout_s: float) -> dict[str, Any]:
     """Index `root` with scip-python into a temporary directory; the peer's keys (without the ratios)."""
     node = shutil.which("node")
@@ -82,27 +116,7 @@ def run_scip_python(root: Path, timeout_s: float) -> dict[str, Any]:
         before = _tree_state(root)
         with open(log_file, "wb") as log:
             # our own cwd is the scratch directory too: nothing relative can land in the tree or the repository
-            t0 = time.perf_counter()
-            proc = subprocess.Popen(cmd, cwd=work, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-            timed_out = threading.Event()
-
-            def kill() -> None:
-                timed_out.set()
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)  # the whole session: node and anything it spawned
-                except ProcessLookupError:
-                    pass
-
-            timer = threading.Timer(timeout_s, kill)
-            timer.start()
-            try:
-                _, wstatus, usage = os.wait4(proc.pid, 0)
-            finally:
-                timer.cancel()
-            wall = time.perf_counter() - t0
-            proc.returncode = os.waitstatus_to_exitcode(wstatus)
-        status: int | str = "timeout" if timed_out.is_set() else proc.returncode
+            wall, status, usage = _run_timed(cmd, work, log, timeout_s)
         rec: dict[str, Any] = {PREFIX + "cold_s": round(wall, 3), PREFIX + "rss_mb": _mb(usage.ru_maxrss),
                                PREFIX + "status": status,
                                PREFIX + "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
@@ -112,8 +126,7 @@ def run_scip_python(root: Path, timeout_s: float) -> dict[str, Any]:
         if status == "timeout":
             notes.append(f"killed after {timeout_s:g} s (--peer-timeout)")
         elif status != 0:
-            tail = log_file.read_bytes().decode(errors="replace").strip().splitlines()[-3:]
-            notes.append(f"scip-python exited with status {status}: {' / '.join(tail)[-300:]}")
+            notes.append(f"scip-python exited with status {status}: {_failure_summary(log_file.read_bytes())}")
         changed = _changes(before, _tree_state(root))
         if changed:
             notes.append(f"scip-python changed the tree: {', '.join(changed[:5])}"

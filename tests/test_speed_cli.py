@@ -173,3 +173,17 @@ def test_a_peer_past_its_timeout_is_killed_and_reported(tmp_path: Path) -> None:
     assert "--peer-timeout" in out["peer_scip_python_note"]
     assert out["peer_scip_python_time_ratio"] is None
     assert out["peer_scip_python_cold_s"] < 30  # killed, not waited for
+
+
+def test_a_peer_that_exits_non_zero_is_reported_with_its_status(tmp_path: Path) -> None:
+    import benchmark_gen.peer_scip as peer
+
+    if not peer.SCIP_ENTRY.exists():
+        pytest.skip(f"scip-python is not installed ({peer.SCIP_ENTRY} missing): run `npm ci --prefix benchmark_gen/scip`")
+    # a root that does not exist: scip-python cannot chdir into it and exits with an error
+    out = peer.measure_peers(tmp_path / "gone", {"cold_queryable_s": 1.0, "peak_rss_mb": 50.0}, ["scip-python"], 120.0)
+    status = out["peer_scip_python_status"]
+    assert isinstance(status, int) and status != 0, out
+    assert out["peer_scip_python_note"].startswith(f"scip-python exited with status {status}: ")
+    assert out["peer_scip_python_cold_s"] > 0
+    assert out["peer_scip_python_time_ratio"] is None and out["peer_scip_python_rss_ratio"] is None
