@@ -187,3 +187,17 @@ def test_a_peer_that_exits_non_zero_is_reported_with_its_status(tmp_path: Path) 
     assert out["peer_scip_python_note"].startswith(f"scip-python exited with status {status}: ")
     assert out["peer_scip_python_cold_s"] > 0
     assert out["peer_scip_python_time_ratio"] is None and out["peer_scip_python_rss_ratio"] is None
+
+
+def test_the_tree_check_sees_added_changed_and_removed_files(tmp_path: Path) -> None:
+    from benchmark_gen.peer_scip import _changes, _tree_state
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("a = 1\n")
+    (tmp_path / "b.py").write_text("b = 1\n")
+    before = _tree_state(tmp_path)
+    assert _changes(before, _tree_state(tmp_path)) == []
+    (tmp_path / "index.scip").write_bytes(b"x")
+    (tmp_path / "pkg" / "a.py").write_text("a = 22\n")
+    (tmp_path / "b.py").unlink()
+    assert _changes(before, _tree_state(tmp_path)) == ["+index.scip", "-b.py", "~pkg/a.py"]
