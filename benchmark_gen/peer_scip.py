@@ -12,8 +12,10 @@ Keys added to the row (all prefixed `peer_scip_python_`):
   of the waited child, which Linux takes over the child and its waited-for descendants); cpu_s: user + system seconds
   (useful on a shared machine, where wall time depends on the load); index_mb: the size of the index it wrote.
 - status: the exit status (0 is success), "timeout" (killed after --peer-timeout seconds), or "not installed".
+- index_written: scip-python reported its whole index written (its last status line); a run that exits non-zero
+  after that went to its end and still compares.
 - time_ratio / rss_ratio: theirs over ours (cold_queryable_s; the larger of peak_rss_mb and peak_rss_workers_mb, the
-  same largest-single-process measure); null unless status is 0.
+  same largest-single-process measure); null unless status is 0 or the index was written.
 - note: why a run failed or the tree changed (absent when all went well).
 """
 
@@ -38,6 +40,8 @@ SCIP_ENTRY = SCIP_DIR / "node_modules" / "@sourcegraph" / "scip-python" / "index
 PREFIX = "peer_scip_python_"
 KEYS = tuple(PREFIX + k for k in ("cold_s", "rss_mb", "status", "time_ratio", "rss_ratio"))
 PEERS = ("scip-python",)
+# scip-python's last status line (sic), printed once the whole index is on disk
+WROTE_INDEX = b"Sucessfully wrote SCIP index"
 
 
 def _tree_state(root: Path) -> dict[str, tuple[int, int]]:
@@ -91,10 +95,15 @@ def _run_timed(cmd: list[str], cwd: Path, log: IO[bytes], timeout_s: float) -> t
 
 
 def _failure_summary(log: bytes, limit: int = 300) -> str:
-    """The log's lines that name an error (else its last lines), shortened to `limit` characters."""
+    """Why a run failed, from its log: the fatal error when there is one, else the first lines that name an
+    error, else the last lines; shortened to `limit` characters."""
     lines = [ln.strip() for ln in log.decode(errors="replace").splitlines() if ln.strip()]
+    fatal = next((i for i, ln in enumerate(lines) if "fatal error" in ln.lower()), None)
     errors = [ln for ln in lines if "error" in ln.lower()]
-    picked = errors[:2] if errors else lines[-3:]
+    if fatal is not None:  # scip-python's own message, then the exception (skip the "please file an issue" line)
+        picked = [ln for ln in lines[fatal:fatal + 4] if "create an issue" not in ln.lower()]
+    else:
+        picked = errors[:2] if errors else lines[-3:]
     return " / ".join(picked)[:limit] or "no output"
 
 
@@ -117,16 +126,20 @@ def run_scip_python(root: Path, timeout_s: float) -> dict[str, Any]:
         with open(log_file, "wb") as log:
             # our own cwd is the scratch directory too: nothing relative can land in the tree or the repository
             wall, status, usage = _run_timed(cmd, work, log, timeout_s)
+        log_text = log_file.read_bytes()
         rec: dict[str, Any] = {PREFIX + "cold_s": round(wall, 3), PREFIX + "rss_mb": _mb(usage.ru_maxrss),
                                PREFIX + "status": status,
                                PREFIX + "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
                                PREFIX + "index_mb": round(out_file.stat().st_size / (1024 * 1024), 3)
-                               if out_file.exists() else None}
+                               if out_file.exists() else None,
+                               PREFIX + "index_written": status != "timeout" and WROTE_INDEX in log_text}
         notes: list[str] = []
         if status == "timeout":
             notes.append(f"killed after {timeout_s:g} s (--peer-timeout)")
         elif status != 0:
-            notes.append(f"scip-python exited with status {status}: {_failure_summary(log_file.read_bytes())}")
+            notes.append(f"scip-python exited with status {status}"
+                         f"{' after writing its index' if rec[PREFIX + 'index_written'] else ''}: "
+                         f"{_failure_summary(log_text)}")
         changed = _changes(before, _tree_state(root))
         if changed:
             notes.append(f"scip-python changed the tree: {', '.join(changed[:5])}"
@@ -150,7 +163,8 @@ def measure_peers(root: Path, row: dict[str, Any], peers: list[str], timeout_s: 
                     PREFIX + "note": f"{type(exc).__name__}: {exc}"})
     ours_s = row.get("cold_queryable_s")
     ours_mb = max(row.get("peak_rss_mb") or 0.0, row.get("peak_rss_workers_mb") or 0.0)
-    ok = out.get(PREFIX + "status") == 0
+    # a run that went to its end compares; one that stopped early (timeout, crash before the index) does not
+    ok = out.get(PREFIX + "status") == 0 or out.get(PREFIX + "index_written") is True
     theirs_s, theirs_mb = out.get(PREFIX + "cold_s"), out.get(PREFIX + "rss_mb")
     ratios = {PREFIX + "time_ratio": round(theirs_s / ours_s, 2) if ok and theirs_s and ours_s else None,
               PREFIX + "rss_ratio": round(theirs_mb / ours_mb, 2) if ok and theirs_mb and ours_mb else None}

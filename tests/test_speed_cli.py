@@ -142,6 +142,7 @@ def test_speed_peer_scip_python_on_the_same_tree(tmp_path: Path) -> None:
     assert "peer_scip_python_note" not in row  # no failure, no change to the tree
     assert row["peer_scip_python_cold_s"] > 0 and row["peer_scip_python_rss_mb"] > 0
     assert row["peer_scip_python_index_mb"] > 0  # it really wrote an index, into its temporary directory
+    assert row["peer_scip_python_index_written"] is True
     assert row["peer_scip_python_time_ratio"] == round(row["peer_scip_python_cold_s"] / row["cold_queryable_s"], 2)
     assert row["peer_scip_python_rss_ratio"] > 0
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
@@ -185,6 +186,7 @@ def test_a_peer_that_exits_non_zero_is_reported_with_its_status(tmp_path: Path) 
     status = out["peer_scip_python_status"]
     assert isinstance(status, int) and status != 0, out
     assert out["peer_scip_python_note"].startswith(f"scip-python exited with status {status}: ")
+    assert out["peer_scip_python_index_written"] is False  # it stopped before writing: no ratio
     assert out["peer_scip_python_cold_s"] > 0
     assert out["peer_scip_python_time_ratio"] is None and out["peer_scip_python_rss_ratio"] is None
 
@@ -201,3 +203,16 @@ def test_the_tree_check_sees_added_changed_and_removed_files(tmp_path: Path) -> 
     (tmp_path / "pkg" / "a.py").write_text("a = 22\n")
     (tmp_path / "b.py").unlink()
     assert _changes(before, _tree_state(tmp_path)) == ["+index.scip", "-b.py", "~pkg/a.py"]
+
+
+def test_the_failure_summary_names_the_fatal_error_first() -> None:
+    from benchmark_gen.peer_scip import _failure_summary
+
+    log = (b"(1) An internal error occurred while type checking file x.py: Error: Debug Failure.\n"
+           b"Experienced Fatal Error While Indexing:\nPlease create an issue at github.com/sourcegraph/scip-python:\n"
+           b"RangeError: Invalid string length\n    at f (a.js:1)\n    at g (a.js:2)\n")
+    assert _failure_summary(log) == ("Experienced Fatal Error While Indexing: / RangeError: Invalid string length"
+                                     " / at f (a.js:1)")
+    assert _failure_summary(b"ok\nError: boom\nbye\n") == "Error: boom"
+    assert _failure_summary(b"a\nb\nc\nd\n") == "b / c / d"
+    assert _failure_summary(b"") == "no output"
