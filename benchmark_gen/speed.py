@@ -435,6 +435,8 @@ def measure_root(root: Path, args: argparse.Namespace) -> dict[str, Any]:
 def _fmt(v: Any) -> str:
     if v is None:
         return "null"
+    if isinstance(v, bool):  # before int: a bool is an int
+        return str(v).lower()
     if isinstance(v, float):
         return f"{v:,.3f}" if v < 10 else f"{v:,.1f}"
     if isinstance(v, int):

@@ -161,6 +161,7 @@ def test_a_peer_that_cannot_run_keeps_the_row(tmp_path: Path, monkeypatch: pytes
     table = markdown([{**dict.fromkeys(KEYS, 1.0), "root": "/x/ws", **out}])
     assert "| peer_scip_python_cold_s |" in table.splitlines()[0] and "not installed" in table.splitlines()[2]
     assert "peer_scip_python_note: scip-python not run" in table
+    assert "| false |" in markdown([{**dict.fromkeys(KEYS, 1.0), "root": "/x/ws", "peer_scip_python_index_written": False}])
 
 
 def test_a_peer_past_its_timeout_is_killed_and_reported(tmp_path: Path) -> None:
