@@ -24,6 +24,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="another version of the (single) ROOT project: time the update after a checkout to it")
     p.add_argument("--oneshot-runs", type=int, default=7,
                    help="one-shot `ctx-lsp context` processes per mode (in-process, daemon); 0 skips them")
+    p.add_argument("--peer", action="append", choices=("scip-python",), default=None,
+                   help="also index each root with this peer indexer and print its time and RSS beside ours (repeatable)")
+    p.add_argument("--peer-timeout", type=float, default=900.0, help="kill a peer after S seconds (default 900)")
 
     p = sub.add_parser("generate", help="emit a deterministic gold retrieval benchmark (JSONL)")
     p.add_argument("root", metavar="ROOT")

@@ -25,6 +25,9 @@ Per root, with a fresh cache directory:
   running daemon's next `ctx-lsp context` call (refresh included); *_ratio: each over switch_cold_s.
 - cold_phases_s / warm_phases_s: where those two processes spent their time (WorkspaceIndex.phases:
   load, discover, decode, install, extract, bind, graph, flow, save, and the coverage/history producers).
+- peer_scip_python_* (with --peer scip-python): Sourcegraph's scip-python indexes the same tree after ours, its
+  output in a temporary directory: wall seconds, peak RSS, exit status, and the ratios theirs / ours
+  (benchmark_gen/peer_scip.py says exactly what each key measures).
 - update_rename_p50_ms / update_rename_p95_ms (beyond the contract): the same, but each edit renames a
   random top-level def, an interface change: every file that looked the old name up is re-bound too
   (`update_rename_rebound_p95`: how many files that was).
@@ -419,6 +422,11 @@ def measure_root(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         if refine_status is not None:
             rec["refinement"] = refine_status
             rec["refine_rss_mb"] = events["refined"][1]["rss_mb"]
+        if getattr(args, "peer", None):
+            from benchmark_gen.peer_scip import measure_peers
+
+            _log(f"{root}: peers {', '.join(args.peer)} on the same tree (output to a temporary directory)")
+            rec.update(measure_peers(root, rec, args.peer, getattr(args, "peer_timeout", 900.0)))
         return rec
     finally:
         shutil.rmtree(cache, ignore_errors=True)
@@ -427,6 +435,8 @@ def measure_root(root: Path, args: argparse.Namespace) -> dict[str, Any]:
 def _fmt(v: Any) -> str:
     if v is None:
         return "null"
+    if isinstance(v, bool):  # before int: a bool is an int
+        return str(v).lower()
     if isinstance(v, float):
         return f"{v:,.3f}" if v < 10 else f"{v:,.1f}"
     if isinstance(v, int):
@@ -435,11 +445,14 @@ def _fmt(v: Any) -> str:
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    keys = list(KEYS) + [k for k in rows[0] if k.startswith("didchange_")] if rows else list(KEYS)
+    keys = list(KEYS)
+    for r in rows:  # optional measures (the server's didchange_*, --peer's peer_*) get a column when present
+        keys += [k for k in r if k.startswith(("didchange_", "peer_")) and not k.endswith("_note") and k not in keys]
     head = "| " + " | ".join(keys) + " |"
     sep = "|" + "|".join("---" for _ in keys) + "|"
     body = ["| " + " | ".join(_fmt(Path(r[k]).name if k == "root" else r.get(k)) for k in keys) + " |" for r in rows]
-    return "\n".join([head, sep, *body])
+    notes = [f"- {Path(r['root']).name}, {k}: {v}" for r in rows for k, v in r.items() if k.endswith("_note") and v]
+    return "\n".join([head, sep, *body, *([""] + notes if notes else [])])
 
 
 def run_speed(args: argparse.Namespace) -> int:

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmark_gen.speed import KEYS, markdown, percentile
 
 MODULE = '''\
@@ -113,3 +115,105 @@ def test_switch_lays_out_the_other_version_and_times_the_update(tmp_path: Path) 
     for key in ("switch_cold_s", "switch_update_s", "switch_daemon_s", "switch_ratio", "switch_daemon_ratio"):
         assert isinstance(row[key], float) and row[key] > 0, key
     assert (a / "pkg" / "old.py").exists() and not (a / "pkg" / "new.py").exists()  # ROOT itself untouched
+
+def test_speed_peer_scip_python_on_the_same_tree(tmp_path: Path) -> None:
+    """`--peer scip-python` indexes the same tree in the same run, beside our cold build, and leaves it untouched."""
+    from benchmark_gen.peer_scip import KEYS as PEER_KEYS
+    from benchmark_gen.peer_scip import SCIP_ENTRY
+
+    if not SCIP_ENTRY.exists():
+        pytest.skip(f"scip-python is not installed ({SCIP_ENTRY} missing): run `npm ci --prefix benchmark_gen/scip`")
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "store.py").write_text(MODULE)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmark_gen", "speed", str(root), "--json", "--no-refine", "--edits", "2",
+         "--queries", "2", "--oneshot-runs", "0", "--peer", "scip-python"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(proc.stdout)[0]
+    for key in ("cold_queryable_s", "peak_rss_mb", "warm_start_s", *PEER_KEYS):
+        assert key in row, key
+    assert row["peer_scip_python_status"] == 0, row.get("peer_scip_python_note")
+    assert "peer_scip_python_note" not in row  # no failure, no change to the tree
+    assert row["peer_scip_python_cold_s"] > 0 and row["peer_scip_python_rss_mb"] > 0
+    assert row["peer_scip_python_index_mb"] > 0  # it really wrote an index, into its temporary directory
+    assert row["peer_scip_python_index_written"] is True
+    assert row["peer_scip_python_time_ratio"] == round(row["peer_scip_python_cold_s"] / row["cold_queryable_s"], 2)
+    assert row["peer_scip_python_rss_ratio"] > 0
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+    assert not any(tmp_path.glob("*.scip"))  # nor in the caller's cwd
+
+
+def test_a_peer_that_cannot_run_keeps_the_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import benchmark_gen.peer_scip as peer
+
+    monkeypatch.setattr(peer, "SCIP_ENTRY", tmp_path / "absent" / "index.js")
+    row = {"cold_queryable_s": 1.0, "peak_rss_mb": 50.0}
+    out = peer.measure_peers(tmp_path, row, ["scip-python"], 10.0)
+    assert out["peer_scip_python_status"] == "not installed"
+    assert "npm ci --prefix benchmark_gen/scip" in out["peer_scip_python_note"]
+    assert out["peer_scip_python_time_ratio"] is None and out["peer_scip_python_rss_ratio"] is None
+    table = markdown([{**dict.fromkeys(KEYS, 1.0), "root": "/x/ws", **out}])
+    assert "| peer_scip_python_cold_s |" in table.splitlines()[0] and "not installed" in table.splitlines()[2]
+    assert "peer_scip_python_note: scip-python not run" in table
+    assert "| false |" in markdown([{**dict.fromkeys(KEYS, 1.0), "root": "/x/ws", "peer_scip_python_index_written": False}])
+
+
+def test_a_peer_past_its_timeout_is_killed_and_reported(tmp_path: Path) -> None:
+    import benchmark_gen.peer_scip as peer
+
+    if not peer.SCIP_ENTRY.exists():
+        pytest.skip(f"scip-python is not installed ({peer.SCIP_ENTRY} missing): run `npm ci --prefix benchmark_gen/scip`")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    out = peer.measure_peers(tmp_path, {"cold_queryable_s": 1.0, "peak_rss_mb": 50.0}, ["scip-python"], 0.2)
+    assert out["peer_scip_python_status"] == "timeout"
+    assert "--peer-timeout" in out["peer_scip_python_note"]
+    assert out["peer_scip_python_time_ratio"] is None
+    assert out["peer_scip_python_cold_s"] < 30  # killed, not waited for
+
+
+def test_a_peer_that_exits_non_zero_is_reported_with_its_status(tmp_path: Path) -> None:
+    import benchmark_gen.peer_scip as peer
+
+    if not peer.SCIP_ENTRY.exists():
+        pytest.skip(f"scip-python is not installed ({peer.SCIP_ENTRY} missing): run `npm ci --prefix benchmark_gen/scip`")
+    # a root that does not exist: scip-python cannot chdir into it and exits with an error
+    out = peer.measure_peers(tmp_path / "gone", {"cold_queryable_s": 1.0, "peak_rss_mb": 50.0}, ["scip-python"], 120.0)
+    status = out["peer_scip_python_status"]
+    assert isinstance(status, int) and status != 0, out
+    assert out["peer_scip_python_note"].startswith(f"scip-python exited with status {status}: ")
+    assert out["peer_scip_python_index_written"] is False  # it stopped before writing: no ratio
+    assert out["peer_scip_python_cold_s"] > 0
+    assert out["peer_scip_python_time_ratio"] is None and out["peer_scip_python_rss_ratio"] is None
+
+
+def test_the_tree_check_sees_added_changed_and_removed_files(tmp_path: Path) -> None:
+    from benchmark_gen.peer_scip import _changes, _tree_state
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("a = 1\n")
+    (tmp_path / "b.py").write_text("b = 1\n")
+    before = _tree_state(tmp_path)
+    assert _changes(before, _tree_state(tmp_path)) == []
+    (tmp_path / "index.scip").write_bytes(b"x")
+    (tmp_path / "pkg" / "a.py").write_text("a = 22\n")
+    (tmp_path / "b.py").unlink()
+    assert _changes(before, _tree_state(tmp_path)) == ["+index.scip", "-b.py", "~pkg/a.py"]
+
+
+def test_the_failure_summary_names_the_fatal_error_first() -> None:
+    from benchmark_gen.peer_scip import _failure_summary
+
+    log = (b"(1) An internal error occurred while type checking file x.py: Error: Debug Failure.\n"
+           b"Experienced Fatal Error While Indexing:\nPlease create an issue at github.com/sourcegraph/scip-python:\n"
+           b"RangeError: Invalid string length\n    at f (a.js:1)\n    at g (a.js:2)\n")
+    assert _failure_summary(log) == ("Experienced Fatal Error While Indexing: / RangeError: Invalid string length"
+                                     " / at f (a.js:1)")
+    assert _failure_summary(b"ok\nError: boom\nbye\n") == "Error: boom"
+    assert _failure_summary(b"a\nb\nc\nd\n") == "b / c / d"
+    assert _failure_summary(b"") == "no output"
