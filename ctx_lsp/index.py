@@ -69,6 +69,22 @@ class BuildReport:
 
 
 @contextmanager
+def _quiet_gc() -> Iterator[None]:
+    """No cyclic GC while a batch of updates allocates, and what it built frozen afterwards: with a
+    large index in memory every full collection scans millions of long-lived objects (a checkout's
+    update ran 4x slower with it). Objects freed by reference counting are freed as usual."""
+    if not gc.isenabled():  # already inside a quiet section (a build)
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.freeze()
+
+
+@contextmanager
 def _timed(phases: dict[str, float], name: str) -> Iterator[None]:
     t = time.perf_counter()
     try:
@@ -338,6 +354,10 @@ class WorkspaceIndex:
         """Apply new facts (None = removed) and re-bind what they affect. Returns files re-bound."""
         if not changed:
             return 0
+        with _quiet_gc():
+            return self._apply_changes(changed, progress)
+
+    def _apply_changes(self, changed: dict[str, FileFacts | None], progress: Progress | None) -> int:
         old_ws = self.ws
         old_iface = {p: interface_parts(self.facts[p]) for p in changed if p in self.facts}
         self._remember_flow_inputs(p for p, f in changed.items() if f is None)
@@ -567,6 +587,10 @@ class WorkspaceIndex:
 
         Files held as editor overlays are left alone. Returns the changed paths.
         """
+        with _quiet_gc():
+            return self._refresh()
+
+    def _refresh(self) -> list[str]:
         self.phases = {}
         with _timed(self.phases, "discover"):
             found = discover(self.root, self.filter)
@@ -581,7 +605,8 @@ class WorkspaceIndex:
             listed = found.stats.get(rel)
             if st is None or listed is None or (st.size, st.mtime_ns) != listed:
                 todo.append(rel)
-        fresh = self._extract_many(todo, found.files, None)
+        with _timed(self.phases, "extract"):
+            fresh = self._extract_many(todo, found.files, None)
         for rel, f in fresh.items():
             old = self.facts.get(rel)
             if old is None or old.digest != f.digest:
@@ -592,7 +617,8 @@ class WorkspaceIndex:
                 changed[rel] = None
         self._apply(changed)
         if changed or todo:
-            self.save()
+            with _timed(self.phases, "save"):
+                self.save()
         return sorted(changed)
 
     # -- persistence and status ------------------------------------------------------------

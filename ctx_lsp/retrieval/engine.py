@@ -5,6 +5,7 @@ Ablation features (for benchmark_gen): "lexical", "symbols", "edges", "history_t
 
 from __future__ import annotations
 
+import gc
 import math
 import re
 import time
@@ -90,6 +91,7 @@ class Retriever:
                 self.file_lexical.set_file(facts[path], path)
             self._dirty = set()
             self._refresh_names()
+            gc.freeze()  # the lexical indexes live as long as the process: full collections need not scan them
             return
         if self._dirty:
             for path in sorted(self._dirty):
