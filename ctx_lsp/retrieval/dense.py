@@ -243,6 +243,23 @@ class DenseIndex:
         return out
 
 
+def dense_wanted(model_dir: str | None = None) -> bool:
+    """Whether a one-shot caller should set the generator up: a model was named, or the extra is
+    installed (a cheap look-up; nothing heavy is imported)."""
+    import importlib.util
+
+    return bool(model_dir) or importlib.util.find_spec("sentence_transformers") is not None
+
+
+def has_vectors(cache_dir: Path, model_dir: str | None = None) -> bool:
+    """Whether `index --dense` left vectors of this model in the cache directory (cheap: no import)."""
+    try:
+        source = resolve_model(model_dir)
+    except DenseUnavailable:
+        return False
+    return (cache_dir / "dense" / f"{source.slug}.npz").is_file()
+
+
 def make_dense(r: Retriever, options: DenseOptions | None) -> tuple[DenseIndex | None, str | None]:
     """The dense index of a retriever, or (None, why not) when the options ask for one and it cannot be had."""
     if options is None:

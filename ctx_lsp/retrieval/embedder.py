@@ -110,9 +110,13 @@ class Embedder:
                 os.environ["HF_HUB_OFFLINE"] = "1"
                 os.environ["TRANSFORMERS_OFFLINE"] = "1"
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 directory = unpack(self.source, self.models_dir)
                 try:
                     from sentence_transformers import SentenceTransformer
+                    from transformers.utils import logging as hf_logging
+
+                    hf_logging.disable_progress_bar()  # "Loading weights" bars are noise on stderr
 
                     self._model = SentenceTransformer(str(directory), device="cpu", local_files_only=True)
                 except Exception as exc:
