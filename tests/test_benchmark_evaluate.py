@@ -69,7 +69,7 @@ def test_engine_rows_run_with_feature_switches(strategies: Strategies) -> None:
     assert all(strategies.available(n) for n in names), strategies.unavailable
     full = strategies.run("engine_full", q("Which code invokes `shop.pricing.apply_tax`?"))
     assert "shop/pricing.py" in full.files and full.tokens <= 4000
-    assert not strategies.available("dense") or strategies._dense_model is not None
+    assert not strategies.available("dense") or strategies.engine.retriever.dense is not None
 
 
 def test_temporal_session_is_replayed_only_for_the_engine(strategies: Strategies) -> None:

@@ -76,6 +76,13 @@ class Retriever:
         self.working = WorkingMemory()
         self.episodic = EpisodicMemory(self.engine.index.cache_dir / "episodes.jsonl")
 
+    def set_dense(self, options: Any) -> None:
+        """Set the dense generator up after the fact (benchmarks); `options` is a DenseOptions."""
+        from ctx_lsp.retrieval.dense import make_dense
+
+        self.engine.dense_options = options
+        self.dense, self.dense_error = make_dense(self, options)
+
     def default_features(self) -> frozenset[str]:
         return ALL_FEATURES | {"dense"} if self.dense is not None or self.dense_error else ALL_FEATURES
 
