@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctx_lsp.extract import is_test_path
 from ctx_lsp.retrieval.embedder import DenseUnavailable, Embedder, ModelSource, resolve_model
+from ctx_lsp.retrieval.text import terms
 
 if TYPE_CHECKING:
     from ctx_lsp.retrieval.engine import Retriever
@@ -45,6 +46,7 @@ SEED_TOP = 12
 SEED_MARGIN = 0.08  # seeds within this cosine of the best hit
 FILE_ROWS = 300  # rows scored for the file feature
 QUERY_CACHE = 64
+MIN_TERMS = 2  # content words a query needs before its nearest vectors mean anything
 FILE_T = 0.05  # the file feature is exp((cos - best) / FILE_T): cosines of MiniLM sit close together
 
 
@@ -300,6 +302,10 @@ class Dense:
             if q.retriever.dense_error:
                 q.notes.append(f"dense: not used ({q.retriever.dense_error})")
             return False
+        if q.plan.temporal or len(terms(q.plan.query)) < MIN_TERMS:
+            # session questions and follow-ups ("And who calls it?") are memory's: nearest vectors of
+            # a text with no content words only crowd out what the session was about
+            return False
         d.prepare()
         if not d.usable():
             st = d.status()
@@ -315,12 +321,14 @@ class Dense:
         g = q.retriever.engine.graph
         hits = [(nid, cos) for nid, cos in hits if nid in g]
         symbols = [(nid, cos) for nid, cos in hits if "::" in nid]
+        # a question that names its targets gets support from dense hits, not rivals (as lexical hits)
+        weight = W_DENSE * (0.5 if q.resolved and not q.plan.task else 1.0)
         if symbols:
             best = symbols[0][1]
             for nid, cos in symbols[:SEED_TOP]:
                 if cos < best - SEED_MARGIN:
                     break
-                q.cands.add(nid, FEATURE, W_DENSE * cos / best if best > 0 else 0.0, value=cos)
+                q.cands.add(nid, FEATURE, weight * cos / best if best > 0 else 0.0, value=cos)
         files: dict[str, float] = {}
         for nid, cos in hits:
             p = nid.split("::", 1)[0]
