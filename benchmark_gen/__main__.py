@@ -109,6 +109,8 @@ def _swebench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--work", default=None, help="trees and index caches (default ~/.cache/ctx-lsp-swebench/work)")
     p.add_argument("--ablate", action="store_true", help="also run the engine once per feature removed")
     p.add_argument("--features", default=None, help="comma-separated engine features (default: all)")
+    p.add_argument("--dense", action="store_true",
+                   help="also rank with the dense generator (rows 'engine +dense', 'dense only'; needs ctx-lsp[dense])")
 
 
 def _batch_parser(batch: Any, name: str, help: str) -> argparse.ArgumentParser:

@@ -13,8 +13,6 @@ the cursor file.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
 import time
 from collections.abc import Callable
@@ -50,11 +48,15 @@ BASELINES: list[tuple[str, str]] = [
     ("bm25_chunks_budget", "BM25 chunks packed to the engine's token budget"),
     ("import_bfs", "import-graph BFS from BM25 seeds"),
     ("named_1hop", "named file + 1-hop neighbours"),
-    ("dense", "dense embeddings (semantic only)"),
 ]
-ALL_NAMES = [b[0] for b in BASELINES] + [r[0] for r in ENGINE_ROWS]
-LABELS = dict(BASELINES) | {r[0]: r[1] for r in ENGINE_ROWS}
-DENSE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+# the engine's dense generator (extra ctx-lsp[dense]); skipped when the extra is not installed
+DENSE_ROWS: list[tuple[str, str, frozenset[str]]] = [
+    ("dense", "dense generator only (semantic)", frozenset({"dense", "files"})),
+    ("full_dense", "engine: full + dense", ALL_FEATURES | {"dense"}),
+]
+ALL_NAMES = [b[0] for b in BASELINES] + [r[0] for r in DENSE_ROWS] + [r[0] for r in ENGINE_ROWS]
+LABELS = dict(BASELINES) | {r[0]: r[1] for r in DENSE_ROWS + ENGINE_ROWS}
+_ROW_FEATURES = {n: f for n, _, f in ENGINE_ROWS + DENSE_ROWS}
 
 
 @dataclass
@@ -155,7 +157,6 @@ class Strategies:
         self.corpus = Corpus(engine)
         self.cap = cap
         self.budget = budget
-        self._dense_model: Any = None
         self.unavailable: dict[str, str] = {}
         self._check_engine()
         self._check_dense()
@@ -177,16 +178,21 @@ class Strategies:
                     self.unavailable[name] = "Retriever.context has no `features` switch"
 
     def _check_dense(self) -> None:
-        if importlib.util.find_spec("sentence_transformers") is None:
-            self.unavailable["dense"] = "skipped: sentence-transformers is not installed (optional extra)"
-            return
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        try:
-            from sentence_transformers import SentenceTransformer
+        """The dense rows run the engine's dense generator, vectors brought up to date before each query."""
+        from ctx_lsp.retrieval.dense import SYNC, DenseOptions, dense_wanted
 
-            self._dense_model = SentenceTransformer(DENSE_MODEL, device="cpu")
-        except Exception as exc:  # no local model: never download at run time
-            self.unavailable["dense"] = f"skipped: no local embedding model ({type(exc).__name__})"
+        reason = None
+        if not dense_wanted():
+            reason = "skipped: the dense extra is not installed (pip install 'ctx-lsp[dense]')"
+        else:
+            r = self.engine.retriever
+            if r.dense is None:
+                r.set_dense(DenseOptions(SYNC))
+            if r.dense is None:
+                reason = f"skipped: {r.dense_error}"
+        if reason:
+            for name, _, _ in DENSE_ROWS:
+                self.unavailable[name] = reason
 
     def available(self, name: str) -> bool:
         return name not in self.unavailable
@@ -196,7 +202,7 @@ class Strategies:
         if name in self.unavailable:
             raise Unavailable(self.unavailable[name])
         t0 = time.perf_counter()
-        if name.startswith("engine_"):
+        if name in _ROW_FEATURES:
             res = self._engine(name, q)
         else:
             res = getattr(self, "_" + name)(q)
@@ -303,17 +309,6 @@ class Strategies:
         order = named + sorted(hood, key=lambda p: (-scores[p], p))
         return self._files_result(order)
 
-    def _dense(self, q: dict[str, Any]) -> Result:
-        import numpy as np
-
-        c = self.corpus
-        if not hasattr(self, "_chunk_vecs"):
-            texts = ["\n".join(c.lines[p][s - 1:e])[:2000] for p, s, e in c.chunks]
-            self._chunk_vecs = np.asarray(self._dense_model.encode(texts, normalize_embeddings=True))
-        qv = np.asarray(self._dense_model.encode([query_text(q)], normalize_embeddings=True))[0]
-        sims = self._chunk_vecs @ qv
-        return self._files_by_best_chunk(sims)
-
     # -- the engine ----------------------------------------------------------------------------------
     def reset_memory(self) -> None:
         """Empty the engine's working and episodic memory so questions do not leak into each other."""
@@ -321,7 +316,7 @@ class Strategies:
 
     def engine_pack(self, name: str, query: str, path: str | None = None, line: int | None = None,
                     session: list[str] | None = None) -> dict[str, Any]:
-        feats = dict((n, f) for n, _, f in ENGINE_ROWS)[name]
+        feats = _ROW_FEATURES[name]
         r = self.engine.retriever
         self.reset_memory()
         kwargs: dict[str, Any] = {}
@@ -374,7 +369,7 @@ def rank_candidates(strategies: Strategies, name: str, q: dict[str, Any]) -> lis
     if name == "import_prior":
         imported = c.imports.get(q["path"], set())
         return sorted(range(len(cands)), key=lambda i: (cands[i]["path"] not in imported, lexical.index(i)))
-    if name.startswith("engine_"):
+    if name in _ROW_FEATURES:
         pack = strategies.engine_pack(name, q["question"], q.get("path"), max(1, q["line"] - 1))
         order: list[int] = []
         for it in pack.get("items", []):

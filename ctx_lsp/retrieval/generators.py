@@ -44,6 +44,7 @@ class Query:
     grounded: list[str] = field(default_factory=list)  # evidence targets (snippets, frames, literals)
     notes: list[str] = field(default_factory=list)  # which generators ran and what they found
     chunk_hits: list[tuple[str, float]] | None = None  # task text: the chunk BM25 ranking, best first
+    dense_files: dict[str, float] = field(default_factory=dict)  # the dense generator's file scores
 
     def prior(self, node_id: str) -> float:
         return self.retriever.prior(self.plan, self.features)(node_id)
@@ -143,6 +144,8 @@ class HistoryAndTests:
 
 
 def default_generators() -> list[Generator]:
+    from ctx_lsp.retrieval.dense import Dense
     from ctx_lsp.retrieval.task_generators import Literals, Snippets, Traceback
 
-    return [SymbolIndex(), Cursor(), Snippets(), Traceback(), Literals(), Lexical(), Memory(), HistoryAndTests()]
+    return [SymbolIndex(), Cursor(), Snippets(), Traceback(), Literals(), Lexical(), Dense(), Memory(),
+            HistoryAndTests()]

@@ -11,9 +11,13 @@ class Reason:
     via: str  # generator ("symbol-exact", "bm25", ...) or edge kind with direction ("CALLS<-")
     source: str | None  # node id the candidate was reached from (None for seeds)
     weight: float
+    value: float | None = None  # the measure behind the weight, when there is one (dense: the cosine)
 
     def to_json(self) -> dict[str, object]:
-        return {"via": self.via, "from": self.source, "weight": round(self.weight, 4)}
+        out: dict[str, object] = {"via": self.via, "from": self.source, "weight": round(self.weight, 4)}
+        if self.value is not None:
+            out["value"] = round(self.value, 4)
+        return out
 
 
 @dataclass(slots=True)
@@ -30,7 +34,8 @@ class Candidates:
     def __init__(self) -> None:
         self.pool: dict[str, Candidate] = {}
 
-    def add(self, node_id: str, via: str, weight: float, source: str | None = None, hops: int = 0) -> Candidate:
+    def add(self, node_id: str, via: str, weight: float, source: str | None = None, hops: int = 0,
+            value: float | None = None) -> Candidate:
         c = self.pool.get(node_id)
         if c is None:
             c = self.pool[node_id] = Candidate(node_id, hops)
@@ -40,7 +45,7 @@ class Candidates:
             if r.via == via and r.source == source:
                 r.weight = max(r.weight, weight)
                 return c
-        c.reasons.append(Reason(via, source, weight))
+        c.reasons.append(Reason(via, source, weight, value))
         return c
 
     def __contains__(self, node_id: str) -> bool:

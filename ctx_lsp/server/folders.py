@@ -47,6 +47,8 @@ class Root:
     refiner: Any = None  # ctx_lsp.refine.Refiner once the first indexing is done (jediRefinement)
     refine_task: asyncio.Task[None] | None = None
     refine_again: bool = False
+    embed_task: asyncio.Task[None] | None = None  # the dense generator's embedding (server/embedding.py)
+    embed_again: bool = False
     buffers: dict[str, str] = field(default_factory=dict)  # rel -> text of the buffers folded into the graph
     _waiting: int = 0
     # changes taken from `pending` (in message order) and not yet applied; drained under the lock
@@ -149,4 +151,10 @@ def cache_dir_for(options: Options, folder: Path) -> Path | None:
 
 def make_engine(options: Options, folder: Path) -> Engine:
     flt = FileFilter(include=options.include, exclude=options.exclude)
-    return Engine(folder, cache_dir=cache_dir_for(options, folder), flt=flt, jedi=options.jedi_refinement)
+    dense = None
+    if options.dense:
+        from ctx_lsp.retrieval.dense import BACKGROUND, DenseOptions
+
+        dense = DenseOptions(BACKGROUND, options.dense_model)
+    return Engine(folder, cache_dir=cache_dir_for(options, folder), flt=flt, jedi=options.jedi_refinement,
+                  dense=dense)

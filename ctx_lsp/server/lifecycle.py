@@ -106,7 +106,7 @@ def register(server: CtxLanguageServer) -> None:
     async def shutdown(ls: CtxLanguageServer, *args: Any) -> None:
         for root in ls.roots:
             root.cancel.set()  # indexing and jedi refinement stop at their next file or batch
-        tasks = [t for r in ls.roots for t in (r.task, r.refine_task) if t is not None and not t.done()]
+        tasks = [t for r in ls.roots for t in (r.task, r.refine_task, r.embed_task) if t is not None and not t.done()]
         if tasks:
             await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_S)
 

@@ -25,10 +25,12 @@ class Options:
     jedi_refinement: bool = True
     debounce_ms: int = 300  # delay before an edit is folded into the graph when no query asks first
     code_lens: bool = True
+    dense: bool = False  # the dense generator (needs ctx-lsp[dense]); off by default: see README
+    dense_model: str = ""  # a local sentence-transformers model directory; "" = the default package
 
     def index_key(self) -> tuple[Any, ...]:
         """The settings whose change needs a re-index (the rest apply to the next request)."""
-        return (self.include, self.exclude, self.cache_dir, self.jedi_refinement)
+        return (self.include, self.exclude, self.cache_dir, self.jedi_refinement, self.dense, self.dense_model)
 
 
 def _globs(patterns: tuple[str, ...]) -> bool:
@@ -45,6 +47,8 @@ _FIELDS: dict[str, tuple[str, type, Any]] = {
     "jediRefinement": ("jedi_refinement", bool, None),
     "debounceMs": ("debounce_ms", int, lambda v: 0 <= v <= 10_000),
     "codeLens": ("code_lens", bool, None),
+    "dense": ("dense", bool, None),
+    "denseModel": ("dense_model", str, None),
 }
 
 

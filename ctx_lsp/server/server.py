@@ -29,6 +29,7 @@ from pygls.protocol.language_server import lsp_method
 from ctx_lsp import __version__
 from ctx_lsp.engine import Engine
 from ctx_lsp.server.convert import Positions, path_to_uri, rel_in, uri_problem, uri_to_path
+from ctx_lsp.server.embedding import schedule_embedding, start_embedding
 from ctx_lsp.server.folders import (
     BUFFER,
     CANCELLED,
@@ -248,6 +249,7 @@ class CtxLanguageServer(LanguageServer):
         if applied:
             self.schedule_index_updated()
             self.schedule_refinement(root)
+            schedule_embedding(self, root)
         return result
 
     def schedule_refinement(self, root: Root) -> None:
@@ -295,7 +297,8 @@ class CtxLanguageServer(LanguageServer):
         folders: list[dict[str, Any]] = []
         for root in list(self.roots):
             st = await self.query(root, lambda ctx: {**ctx.engine.status(),
-                                                            "refinement": self.refinement_status(ctx.root)})
+                                                            "refinement": self.refinement_status(ctx.root),
+                                                            "dense": ctx.engine.retriever.dense_status()})
             st = dict(st)
             st.update({"name": root.name, "uri": root.uri, "state": root.state, "error": root.error})
             folders.append(st)
@@ -323,7 +326,7 @@ class CtxLanguageServer(LanguageServer):
             "indexing": indexing,
             "refinement": refinement,
             "last_update": max(updates) if updates else None,
-            "folders": [{k: f.get(k) for k in ("name", "uri", "root", "state", "error", "files", "nodes")}
+            "folders": [{k: f.get(k) for k in ("name", "uri", "root", "state", "error", "files", "nodes", "dense")}
                         for f in folders],
         }
 
@@ -398,6 +401,7 @@ class CtxLanguageServer(LanguageServer):
         await self.notify_index_updated()
         if root.state == READY:
             self.start_refinement(root)
+            start_embedding(self, root)
 
     # -- jedi refinement (background, after indexing and after edits) --------------------------------
     def start_refinement(self, root: Root) -> None:
@@ -439,7 +443,7 @@ class CtxLanguageServer(LanguageServer):
         """Rebuild folders from disk (dropping their cache) and re-apply the open buffers."""
         for root in roots or list(self.roots):
             root.cancel.set()  # stops a running indexing and jedi refinement at their next step
-            for task in (root.task, root.refine_task):
+            for task in (root.task, root.refine_task, root.embed_task):
                 if task is not None and not task.done():
                     try:
                         await task
