@@ -23,6 +23,7 @@ from ctx_lsp import __version__
 from ctx_lsp.daemon_client import INFO_NAME, PROTOCOL, build_id, identity, private_dir, socket_path
 from ctx_lsp.discovery import FileFilter
 from ctx_lsp.engine import Engine, TargetNotFound
+from ctx_lsp.index import prepare_threaded_process
 
 log = logging.getLogger(__name__)
 
@@ -246,22 +247,8 @@ class _Handler(socketserver.StreamRequestHandler):
             pass  # the caller went away
 
 
-def _prepare_worker_processes() -> None:
-    """The indexer's process pools must not fork this multi-threaded process (a child inherits locks other
-    threads hold, e.g. the import lock, and can hang on them): they start from a clean forkserver, and
-    the modules request threads would import lazily are imported now. (The language server does the same.)"""
-    import multiprocessing
-
-    try:
-        multiprocessing.set_start_method("forkserver")
-    except (RuntimeError, ValueError):  # already set, or not available here
-        pass
-    import ctx_lsp.mcp_bridge  # noqa: F401
-    import ctx_lsp.retrieval.engine  # noqa: F401
-    import ctx_lsp.retrieval.render  # noqa: F401
-
-
 def run(root: Path, cache_dir: Path, flt: FileFilter, idle_timeout: float = IDLE_TIMEOUT_S) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s ctx-lsp daemon: %(message)s")
-    _prepare_worker_processes()
+    # the pools refresh starts run beside the request threads; those import these lazily
+    prepare_threaded_process("ctx_lsp.mcp_bridge", "ctx_lsp.retrieval.engine", "ctx_lsp.retrieval.render")
     return Daemon(root, cache_dir, flt, idle_timeout).serve()

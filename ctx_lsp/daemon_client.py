@@ -51,6 +51,11 @@ class DaemonUnavailable(Exception):
     """No usable daemon (none running, another version, it died mid-request): work in-process."""
 
 
+class DaemonRefused(DaemonUnavailable):
+    """The daemon that answers can never serve this caller (another one took the socket, or it failed
+    to open the index): waiting longer would not help."""
+
+
 class DaemonUserError(Exception):
     """The daemon answered with an error for the user (unknown symbol, bad argument): one line."""
 
@@ -195,15 +200,15 @@ def ensure(ident: dict[str, Any], start: bool, idle_timeout: float | None = None
     while time.monotonic() < deadline:
         try:
             info = hello(cache_dir)
-            if not matches(info, ident):
-                raise DaemonUnavailable("another daemon took the socket")
-            if info.get("ready"):
-                return sock
-            if info.get("failed"):
-                raise DaemonUnavailable(f"daemon failed to open the index: {info['failed']}")
-        except DaemonUnavailable as exc:
-            if "another daemon" in str(exc) or "failed to open" in str(exc):
-                raise
+        except DaemonUnavailable:  # not listening yet
+            time.sleep(0.05)
+            continue
+        if not matches(info, ident):
+            raise DaemonRefused("another daemon took the socket")
+        if info.get("ready"):
+            return sock
+        if info.get("failed"):
+            raise DaemonRefused(f"daemon failed to open the index: {info['failed']}")
         time.sleep(0.05)
     raise DaemonUnavailable("daemon did not become ready in time")
 

@@ -42,6 +42,28 @@ Progress = Callable[[str, int, int], None]  # (stage, done, total)
 PARALLEL_THRESHOLD = 300  # below this many files a process pool costs more than it saves
 
 
+def prepare_threaded_process(*lazy_modules: str) -> None:
+    """Make the indexer's process pools safe in a multi-threaded process (the server, the daemon).
+
+    A forked child inherits locks held by other threads at fork time (the import lock while a
+    request thread imports a module lazily, logging locks, ...) and can hang on them. Pools created
+    without an explicit context start from a clean forkserver instead, and the modules request
+    threads would import lazily are imported now.
+    """
+    import importlib
+    import multiprocessing
+
+    try:
+        multiprocessing.set_start_method("forkserver")
+    except (RuntimeError, ValueError):  # already set, or not available on this platform
+        pass
+    for name in lazy_modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
 def may_start_processes() -> bool:
     """False inside a daemonic process (a Dask worker, a multiprocessing pool's worker), which may not
     have children: there the index extracts and binds in process rather than failing."""

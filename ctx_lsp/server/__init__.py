@@ -10,6 +10,7 @@ import signal
 import sys
 from typing import BinaryIO, NoReturn
 
+from ctx_lsp.index import prepare_threaded_process
 from ctx_lsp.server.server import CtxLanguageServer
 
 
@@ -56,33 +57,13 @@ def _private_wire() -> tuple[BinaryIO, BinaryIO]:
     return wire_in, wire_out
 
 
-def _prepare_worker_processes() -> None:
-    """Make the indexer's process pools safe in this multi-threaded process.
-
-    A forked child inherits locks held by other threads at fork time (the import lock while a
-    request thread imports the retrieval modules lazily, logging locks, ...) and can hang on them.
-    Pools created without an explicit context start from a clean forkserver instead, and the
-    modules request threads would import lazily are imported now.
-    """
-    import multiprocessing
-
-    try:
-        multiprocessing.set_start_method("forkserver")
-    except (RuntimeError, ValueError):  # already set, or not available on this platform
-        pass
-    try:
-        import ctx_lsp.retrieval.engine  # noqa: F401
-    except ImportError:
-        pass
-
-
 def run_server(args: argparse.Namespace) -> int:
     """`ctx-lsp serve`: stdio by default, `--tcp --host --port` otherwise."""
     _setup_logging(args)
     if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>` dumps every thread's stack to the log stream
         stream = logging.getLogger().handlers[0]
         faulthandler.register(signal.SIGUSR1, file=getattr(stream, "stream", sys.stderr), all_threads=True)
-    _prepare_worker_processes()
+    prepare_threaded_process("ctx_lsp.retrieval.engine")
     server = build_server()
     server.protocol.exit_now = _leave  # `exit`: 0 after `shutdown`, else 1 (LSP), without waiting for workers
     code = 0

@@ -36,12 +36,7 @@ def start_embedding(ls: CtxLanguageServer, root: Root) -> None:
 def schedule_embedding(ls: CtxLanguageServer, root: Root) -> None:
     if _dense(root) is None:
         return
-    key = "embed:" + str(root.path)
-    handle = ls._flush_handles.pop(key, None)
-    if handle is not None:
-        handle.cancel()
-    loop = asyncio.get_running_loop()
-    ls._flush_handles[key] = loop.call_later(EMBED_DELAY, lambda: start_embedding(ls, root))
+    ls.debounce("embed:" + str(root.path), EMBED_DELAY, lambda: start_embedding(ls, root))
 
 
 async def _embed(ls: CtxLanguageServer, root: Root) -> None:

@@ -256,25 +256,21 @@ class CtxLanguageServer(LanguageServer):
         """Re-refine changed files once edits pause (jedi is too slow to run on every keystroke)."""
         if not self.options.jedi_refinement:
             return
-        key = "refine:" + str(root.path)
+        self.debounce("refine:" + str(root.path), REFINE_DELAY, lambda: self.start_refinement(root))
+
+    def debounce(self, key: str, delay: float, action: Callable[[], object]) -> None:
+        """Run `action` after `delay` seconds without another call for the same key."""
         handle = self._flush_handles.pop(key, None)
         if handle is not None:
             handle.cancel()
-        loop = asyncio.get_running_loop()
-        self._flush_handles[key] = loop.call_later(REFINE_DELAY, lambda: self.start_refinement(root))
+        self._flush_handles[key] = asyncio.get_running_loop().call_later(delay, action)
 
     async def flush(self, root: Root) -> None:
         if root.pending or root.notes or root.backlog_size():
             await self.query(root, lambda ctx: None)
 
     def schedule_flush(self, root: Root) -> None:
-        key = str(root.path)
-        handle = self._flush_handles.pop(key, None)
-        if handle is not None:
-            handle.cancel()
-        loop = asyncio.get_running_loop()
-        self._flush_handles[key] = loop.call_later(self.options.debounce_ms / 1000,
-                                                   lambda: self.spawn(self.flush(root)))
+        self.debounce(str(root.path), self.options.debounce_ms / 1000, lambda: self.spawn(self.flush(root)))
 
     # -- ctx/indexUpdated -----------------------------------------------------------------------
     def schedule_index_updated(self) -> None:
