@@ -21,7 +21,8 @@ def cap_text(text: str, limit: int = MAX_QUERY_CHARS) -> str:
     and its end (where a pasted log has its traceback), cut at line breaks."""
     if len(text) <= limit:
         return text
-    head, tail = text[: limit - _TAIL_CHARS], text[-_TAIL_CHARS:]
+    # room for the marker line, so the result is within `limit` and capping it again is a no-op
+    head, tail = text[: limit - _TAIL_CHARS - 100], text[-_TAIL_CHARS:]
     head = head[: head.rfind("\n")] if "\n" in head else head
     tail = tail[tail.find("\n") + 1 :] if "\n" in tail else tail
     return f"{head}\n[... {len(text) - len(head) - len(tail):,} characters left out ...]\n{tail}"
