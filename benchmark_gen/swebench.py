@@ -101,13 +101,15 @@ def ranks(ranking: list[str], gold: list[str]) -> dict[str, int | None]:
 
 
 def engine_rankings(pack: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(files, `path::symbol` functions) in the engine's order; `pack["files"]` ranks files when present."""
+    """(files, `path::symbol` functions) in the engine's order; `pack["files"]` ranks files and
+    `pack["symbols"]` functions when present (the items are cut by the token budget; they are not)."""
     items = [i for i in pack.get("items", []) if i.get("kind") != "commit" and i.get("path")]
     if isinstance(pack.get("files"), list):
         files = [f["path"] for f in pack["files"]]
     else:
         files = [i["path"] for i in items]
-    funcs = [f"{i['path']}::{i['symbol']}" for i in items if i.get("symbol") is not None]
+    ranked = pack["symbols"] if isinstance(pack.get("symbols"), list) else items
+    funcs = [f"{i['path']}::{i['symbol']}" for i in ranked if i.get("symbol") is not None]
     return _dedupe(files), _dedupe(funcs)
 
 

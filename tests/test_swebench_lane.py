@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from benchmark_gen.__main__ import main
-from benchmark_gen.swebench import select
+from benchmark_gen.swebench import engine_rankings, select
 from benchmark_gen.swebench_baselines import chunk_file, is_swe_test_path
 from benchmark_gen.swebench_gold import gold_functions, parse_patch
 from benchmark_gen.swebench_layout import TreeLayout, cat_blobs, ls_tree
@@ -397,6 +397,15 @@ def test_chunks_and_test_paths() -> None:
     assert is_swe_test_path("tests/test_x.py", "psf/requests") and is_swe_test_path("pkg/testing.py", "a/b")
     assert not is_swe_test_path("src/_pytest/python.py", "pytest-dev/pytest")
     assert is_swe_test_path("src/_pytest/pytester.py", "pytest-dev/pytest")
+
+
+def test_engine_functions_come_from_the_symbol_ranking_not_the_budgeted_items() -> None:
+    item = {"path": "a.py", "symbol": "f", "kind": "function"}
+    pack = {"files": [{"path": "a.py"}, {"path": "b.py"}], "items": [item],
+            "symbols": [{"path": "b.py", "symbol": "g"}, {"path": "a.py", "symbol": "f"}, {"path": "b.py", "symbol": "g"}]}
+    assert engine_rankings(pack) == (["a.py", "b.py"], ["b.py::g", "a.py::f"])
+    del pack["symbols"]  # a pack from before the symbol ranking: its items, in order
+    assert engine_rankings(pack) == (["a.py", "b.py"], ["a.py::f"])
 
 
 def test_layout_is_incremental_and_skips_missing_blobs(lane: dict[str, Any], tmp_path: Path) -> None:

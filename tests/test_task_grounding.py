@@ -290,3 +290,32 @@ def test_a_query_too_long_is_cut_keeping_its_start_and_its_traceback(engine: Eng
     assert "shop/checks.py:4 check_discounts" in " ".join(pack["plan"]["evidence"]["frames"])  # the end was kept
     short = engine.context("Checkout fails with a KeyError\n\n" + log[:5000], 3000, record=False)
     assert "truncated" not in short["plan"]
+
+
+def test_symbols_rank_functions_past_the_budget(engine: Engine) -> None:
+    pack = _ctx_budget(engine, CODE_ISSUE, 60)
+    symbols = pack["symbols"]
+    assert len(pack["items"]) == 1 and len(symbols) > 5  # the budget cuts the items, not the ranking
+    assert (symbols[0]["path"], symbols[0]["symbol"]) == ("shop/checks.py", "check_discounts")
+    for s in symbols:
+        node = engine.graph.node(f"{s['path']}::{s['symbol']}")
+        assert node is not None and node.start_line == s["start_line"] and node.kind == s["kind"]
+    assert [s["score"] for s in symbols] == sorted((s["score"] for s in symbols), reverse=True)
+    # a leading file's symbol that no generator reached is found by its own text, and says so
+    init = next(s for s in symbols if s["symbol"] == "Error.__init__")
+    assert [r["via"] for r in init["reasons"]] == ["chunk-bm25"]
+    assert _ctx_budget(engine, CODE_ISSUE, 60)["symbols"] == symbols  # deterministic
+    no_lexical = _ctx_budget(engine, CODE_ISSUE, 60, ALL_FEATURES - {"lexical"})["symbols"]
+    assert no_lexical and not any(r["via"] == "chunk-bm25" for s in no_lexical for r in s["reasons"])
+
+
+def test_symbols_of_a_short_question_are_its_ranked_candidates(engine: Engine) -> None:
+    pack = _ctx(engine, "who calls validate")
+    names = [s["symbol"] for s in pack["symbols"]]
+    assert names[:1] == ["Model.validate"] and "Model.save" in names
+    assert not any(r["via"] == "chunk-bm25" for s in pack["symbols"] for r in s["reasons"])
+
+
+def _ctx_budget(e: Engine, text: str, budget: int, features: frozenset[str] = ALL_FEATURES) -> dict:
+    with e.lock:
+        return e.retriever.context(text, budget, record=False, features=features)

@@ -25,6 +25,7 @@ from ctx_lsp.retrieval.pack import pack
 from ctx_lsp.retrieval.plan import EXPLICIT_SYMBOL, IMPLICIT_CONTEXT, Plan, make_plan
 from ctx_lsp.retrieval.score import Candidate, Candidates
 from ctx_lsp.retrieval.seeds import history_seeds, test_seeds
+from ctx_lsp.retrieval.symbols import rank_symbols
 from ctx_lsp.retrieval.text import split_identifier
 
 if TYPE_CHECKING:
@@ -239,6 +240,9 @@ class Retriever:
         out_items = [it.to_json() for it in items]
         if not files:
             files = _files_of(out_items)
+        chunks = self.lexical if plan.task and "lexical" in features else None
+        symbols = rank_symbols(self.engine.graph, ranked, files, chunks, plan.query, self.prior(plan, features))
+        t["symbols"] = time.perf_counter()
         result = {
             "query": query,
             "plan": plan.to_json(),
@@ -247,6 +251,7 @@ class Retriever:
             "stale": self.stale,
             "dirty_files": self.engine.index.dirty_files(),
             "files": files,
+            "symbols": symbols,
             "items": out_items,
             "timings_ms": _timings(t),
         }
@@ -428,7 +433,7 @@ class Retriever:
         if node is None:
             return {"query": f"{path}:{line}", "plan": {"trigger": EXPLICIT_SYMBOL, "operators": [], "mentions": []},
                     "budget": budget, "tokens": 0, "stale": self.stale, "dirty_files": self.engine.index.dirty_files(),
-                    "files": [], "items": [], "timings_ms": {}, "reason": "no symbol at this position"}
+                    "files": [], "symbols": [], "items": [], "timings_ms": {}, "reason": "no symbol at this position"}
         label = node.qualname or node.path
         plan = Plan(f"context of {label}", EXPLICIT_SYMBOL, ["definition", "callers", "callees", "tests"], [label])
         cands = Candidates()
@@ -445,8 +450,9 @@ class Retriever:
         self.working.touch(node.id)
         return {"query": plan.query, "plan": plan.to_json(), "budget": budget,
                 "tokens": sum(i["tokens"] for i in out_items), "stale": self.stale,
-                "dirty_files": self.engine.index.dirty_files(), "files": _files_of(out_items), "items": out_items,
-                "timings_ms": _timings(t)}
+                "dirty_files": self.engine.index.dirty_files(), "files": _files_of(out_items),
+                "symbols": rank_symbols(self.engine.graph, ranked, [], None, plan.query, _no_prior),
+                "items": out_items, "timings_ms": _timings(t)}
 
     def bm25_files(self, query: str, top_n: int = 10) -> list[dict[str, Any]]:
         """Files ranked by their best BM25 chunk (for semantic_search tools)."""

@@ -116,13 +116,19 @@ class LexicalIndex:
     def best_chunks(self, query: str, path: str, n: int = 3) -> list[str]:
         """The chunks of one file that score best for a query, best first (symbols only: the file's
         own chunk is its module text)."""
+        scored = sorted(self.chunk_scores(query, path).items(), key=lambda kv: (-kv[1], kv[0]))
+        return [nid for nid, _ in scored[:n]]
+
+    def chunk_scores(self, query: str, path: str) -> dict[str, float]:
+        """BM25 of each symbol chunk of one file that shares a term with the query (not the module chunk)."""
         ids = self.by_path.get(path)
         if not ids:
-            return []
+            return {}
         q = Counter(terms(query))
         total = len(self.chunks)
         avgdl = self.total_len / total if total else 1.0
-        scored: list[tuple[float, str]] = []
+        idf = {t: self.idf(t) for t in q}
+        out: dict[str, float] = {}
         for node_id in ids:
             if node_id == path:
                 continue
@@ -131,8 +137,7 @@ class LexicalIndex:
             for term, mult in q.items():
                 f = ch.tf.get(term)
                 if f:
-                    s += mult * self.idf(term) * f * (K1 + 1) / (f + K1 * (1 - B + B * ch.length / avgdl))
+                    s += mult * idf[term] * f * (K1 + 1) / (f + K1 * (1 - B + B * ch.length / avgdl))
             if s > 0:
-                scored.append((-s, node_id))
-        scored.sort()
-        return [nid for _, nid in scored[:n]]
+                out[node_id] = s
+        return out

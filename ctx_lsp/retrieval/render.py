@@ -33,6 +33,10 @@ def to_markdown(pack: dict[str, Any]) -> str:
     if plan.get("task") and pack.get("files"):
         lines.append("Files, best first: " + ", ".join(
             f"`{f['path']}` ({', '.join(r['via'] for r in f['reasons'][:2])})" for f in pack["files"][:10]))
+        shown_items = {(i["path"], i.get("symbol")) for i in pack["items"]}
+        more = [s for s in pack.get("symbols", []) if (s["path"], s["symbol"]) not in shown_items][:10]
+        if more:  # where to look next: ranked symbols the budget left out
+            lines.append("Also look at: " + ", ".join(f"`{s['path']}:{s['start_line']}` `{s['symbol']}`" for s in more))
         lines.append("")
     for item in pack["items"]:
         sym = f" `{item['symbol']}`" if item.get("symbol") else ""

@@ -20,11 +20,11 @@ SITE_RELATIONS = ("callers", "references", "importers")  # located at the edge's
 
 def empty_pack(query: str, budget: int, reason: str, stale: bool = False) -> dict[str, Any]:
     return {"query": query, "plan": None, "budget": budget, "tokens": 0, "stale": stale, "dirty_files": [],
-            "files": [], "items": [], "timings_ms": {}, "reason": reason}
+            "files": [], "symbols": [], "items": [], "timings_ms": {}, "reason": reason}
 
 
 def _finish_pack(ctx: Ctx, pack: dict[str, Any]) -> dict[str, Any]:
-    for item in pack.get("items", []):
+    for item in pack.get("items", []) + pack.get("symbols", []):
         if isinstance(item, dict) and item.get("path") and "uri" not in item:
             item["uri"] = ctx.uri(item["path"])
     pack["stale"] = bool(pack.get("stale")) or ctx.root.state != "ready"
