@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ctx_lsp import __version__ as CTX_VERSION
-from ctx_lsp.index import WorkspaceIndex
+from ctx_lsp.index.workspace import WorkspaceIndex
 
 SCHEMA = "ctx-lsp-bench/1"
 TOOL_VERSION = f"ctx-lsp {CTX_VERSION}"

@@ -29,8 +29,8 @@ from benchmark_gen.common import (
 from benchmark_gen.phrasing import DefInfo, def_infos, phrasings
 from benchmark_gen.relations import RELATIONS, available_relations, gold_for
 from benchmark_gen.sampling import MAX_GOLD, size_bucket, spread, trivial
-from ctx_lsp.index import WorkspaceIndex
-from ctx_lsp.model import Node
+from ctx_lsp.index.model import Node
+from ctx_lsp.index.workspace import WorkspaceIndex
 
 PHRASING_ORDER = {"qualified": 0, "short": 1, "nameless": 2}
 

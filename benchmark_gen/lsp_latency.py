@@ -22,7 +22,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from ctx_lsp.discovery import discover
+from ctx_lsp.index.discovery import discover
 
 READY_TIMEOUT_S = 1800.0  # a cold index of a large workspace inside the server
 REFLECT_TIMEOUT_S = 30.0

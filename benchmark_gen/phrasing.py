@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from benchmark_gen.common import leaks, subwords, words
-from ctx_lsp.model import Node
+from ctx_lsp.index.model import Node
 
 # Questions per relation. `{t}` is the target phrase; kind-specific variants keep the English right.
 TEMPLATES: dict[str, dict[str, str]] = {

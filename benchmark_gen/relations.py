@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ctx_lsp.graph import CodeGraph
-from ctx_lsp.model import EdgeKind, Node
+from ctx_lsp.index.graph import CodeGraph
+from ctx_lsp.index.model import EdgeKind, Node
 
 CALLS = EdgeKind.CALLS.value
 INST = EdgeKind.INSTANTIATES.value

@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from benchmark_gen.common import stable_hash
-from ctx_lsp.index import WorkspaceIndex
-from ctx_lsp.model import Node
+from ctx_lsp.index.model import Node
+from ctx_lsp.index.workspace import WorkspaceIndex
 
 MAX_GOLD = 15
 MIN_LINES = 2

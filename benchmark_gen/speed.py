@@ -99,7 +99,7 @@ def _probe_query(index: Any) -> None:
 
 
 def child_cold(root: Path, cache: Path, refine: bool, budget: float | None) -> None:
-    from ctx_lsp.index import WorkspaceIndex
+    from ctx_lsp.index.workspace import WorkspaceIndex
 
     index = WorkspaceIndex(root, cache_dir=cache)
     index.load_or_build()
@@ -109,7 +109,7 @@ def child_cold(root: Path, cache: Path, refine: bool, budget: float | None) -> N
           workers_rss_mb=_rss_mb(resource.RUSAGE_CHILDREN), phases=index.phases)
     if not refine:
         return
-    from ctx_lsp.refine import refine_index
+    from ctx_lsp.index.refine import refine_index
 
     last = [0.0]
 

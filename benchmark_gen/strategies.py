@@ -23,7 +23,7 @@ from rank_bm25 import BM25Okapi
 
 from benchmark_gen.common import code_tokens, read_text, token_counter
 from ctx_lsp.engine import Engine
-from ctx_lsp.model import EdgeKind
+from ctx_lsp.index.model import EdgeKind
 from ctx_lsp.retrieval.engine import ALL_FEATURES
 
 IMP = EdgeKind.IMPORTS.value

@@ -32,10 +32,10 @@ from typing import Any
 from benchmark_gen.oracle_pyright import Loc, PyrightOracle, langserver_path
 from benchmark_gen.oracle_trace import SYNTHETIC as SYNTHETIC_CODE
 from benchmark_gen.oracle_trace import CodeMapper, run_traced
-from ctx_lsp.bind import EXT, Binder
-from ctx_lsp.extract import Def, FileFacts, Site, returned_name
-from ctx_lsp.index import WorkspaceIndex
-from ctx_lsp.model import RESOLVER_FLOW, Edge, EdgeKind, Node, symbol_id
+from ctx_lsp.index.bind import EXT, Binder
+from ctx_lsp.index.extract import Def, FileFacts, Site, returned_name
+from ctx_lsp.index.model import RESOLVER_FLOW, Edge, EdgeKind, Node, symbol_id
+from ctx_lsp.index.workspace import WorkspaceIndex
 
 CHECKED_KINDS = (
     EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value, EdgeKind.REFERENCES.value,
@@ -1180,7 +1180,7 @@ def verify(root: Path, sample: int = 50, seed: int = 0, trace_cmd: str | None = 
         if jedi:
             if progress:
                 progress("jedi refinement")
-            from ctx_lsp.refine import refine_index
+            from ctx_lsp.index.refine import refine_index
 
             stats = refine_index(index)
             del stats  # the edges are in the graph now, under resolver "jedi"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ctx_lsp import __version__
-from ctx_lsp.discovery import FileFilter, InvalidPattern, compile_patterns
+from ctx_lsp.index.discovery import FileFilter, InvalidPattern, compile_patterns
 
 
 class CliError(Exception):
@@ -176,7 +176,7 @@ class _Progress:
 
 
 def _cache_dir(args: argparse.Namespace, root: Path) -> Path:
-    from ctx_lsp.cachedir import default_cache_dir
+    from ctx_lsp.index.cachedir import default_cache_dir
 
     return Path(args.cache_dir).resolve() if args.cache_dir else default_cache_dir(root)
 
@@ -231,7 +231,7 @@ def open_engine(args: argparse.Namespace, progress: Any = None, dense: Any = Non
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from ctx_lsp.index import summarize
+    from ctx_lsp.index.workspace import summarize
 
     t0 = time.perf_counter()
     progress = _Progress()
@@ -276,7 +276,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def _refine(engine: Any) -> dict[str, Any]:
     """`index --refine`: jedi refinement with progress on stderr (a line every few seconds off a terminal)."""
-    from ctx_lsp.refine import refine_index
+    from ctx_lsp.index.refine import refine_index
 
     tty = sys.stderr.isatty()
     last = [0.0]

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from ctx_lsp.cli import CliError, _filter, _root
 from ctx_lsp.coverage_data import CoverageImportError, ImportReport, attach_coverage, default_data_file
-from ctx_lsp.index import WorkspaceIndex
-from ctx_lsp.store import default_cache_dir
+from ctx_lsp.index.store import default_cache_dir
+from ctx_lsp.index.workspace import WorkspaceIndex
 
 
 def _cache_dir(args: argparse.Namespace, root: Path) -> Path:

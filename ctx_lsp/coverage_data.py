@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctx_lsp.model import RESOLVER_COVERAGE, RESOLVER_STATIC_TEST, Edge, EdgeKind, Node, NodeKind
+from ctx_lsp.index.model import RESOLVER_COVERAGE, RESOLVER_STATIC_TEST, Edge, EdgeKind, Node, NodeKind
 
 if TYPE_CHECKING:
-    from ctx_lsp.index import WorkspaceIndex
+    from ctx_lsp.index.workspace import WorkspaceIndex
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from typing import Any
 
 from ctx_lsp import __version__
 from ctx_lsp.daemon_client import INFO_NAME, PROTOCOL, build_id, identity, private_dir, socket_path
-from ctx_lsp.discovery import FileFilter
 from ctx_lsp.engine import Engine, TargetNotFound
-from ctx_lsp.index import prepare_threaded_process
+from ctx_lsp.index.discovery import FileFilter
+from ctx_lsp.index.workspace import prepare_threaded_process
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctx_lsp.discovery import FileFilter
-from ctx_lsp.index import BuildReport, Progress, WorkspaceIndex
-from ctx_lsp.model import Edge, EdgeKind, Node
+from ctx_lsp.index.discovery import FileFilter
+from ctx_lsp.index.model import Edge, EdgeKind, Node
+from ctx_lsp.index.workspace import BuildReport, Progress, WorkspaceIndex
 
 if TYPE_CHECKING:
     from ctx_lsp.retrieval.dense import DenseOptions

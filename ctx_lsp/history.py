@@ -46,10 +46,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ctx_lsp.model import RESOLVER_GIT, Edge, EdgeKind, Node, NodeKind
+from ctx_lsp.index.model import RESOLVER_GIT, Edge, EdgeKind, Node, NodeKind
 
 if TYPE_CHECKING:
-    from ctx_lsp.index import WorkspaceIndex
+    from ctx_lsp.index.workspace import WorkspaceIndex
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from pydantic import Field
 
 from ctx_lsp import __version__
 from ctx_lsp.engine import TEST_DEPTH, Engine, TargetNotFound, path_problem
-from ctx_lsp.model import Node
+from ctx_lsp.index.model import Node
 
 log = logging.getLogger("ctx_lsp.mcp")
 

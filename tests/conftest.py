@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ctx_lsp.index import WorkspaceIndex
+from ctx_lsp.index.workspace import WorkspaceIndex
 
 TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from conftest import build_index, write_tree
 
-from ctx_lsp import index as index_mod
-from ctx_lsp.discovery import Discovery, FileFilter, discover, read_source
-from ctx_lsp.extract import extract
+from ctx_lsp.index import workspace as index_mod
+from ctx_lsp.index.discovery import Discovery, FileFilter, discover, read_source
+from ctx_lsp.index.extract import extract
 
 
 def errors_of(idx, path: str) -> list[str]:  # type: ignore[no-untyped-def]

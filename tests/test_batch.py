@@ -264,7 +264,7 @@ def always_fails(_: str) -> str:
 
 def index_summary(root: str, cache: str) -> tuple[int, int, int]:
     """(files, nodes, edges) of a fresh index of `root` built with a 2-process pool where allowed."""
-    from ctx_lsp.index import WorkspaceIndex
+    from ctx_lsp.index.workspace import WorkspaceIndex
 
     index = WorkspaceIndex(Path(root), cache_dir=Path(cache), workers=2)
     index.load_or_build()
@@ -273,7 +273,7 @@ def index_summary(root: str, cache: str) -> tuple[int, int, int]:
 
 def test_a_large_workspace_indexes_inside_a_dask_worker(tmp_path: Path) -> None:
     """Dask workers are daemonic and may not start processes: the index's pools must step aside."""
-    from ctx_lsp.index import PARALLEL_THRESHOLD
+    from ctx_lsp.index.workspace import PARALLEL_THRESHOLD
 
     root = tmp_path / "big"
     for i in range(PARALLEL_THRESHOLD):

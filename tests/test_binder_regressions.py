@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctx_lsp.bind import Binder
-from ctx_lsp.index import WorkspaceIndex
+from ctx_lsp.index.bind import Binder
+from ctx_lsp.index.workspace import WorkspaceIndex
 
 
 def _index(tmp_path: Path, files: dict[str, str]) -> WorkspaceIndex:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, TESTS
 
-from ctx_lsp.model import EdgeKind
+from ctx_lsp.index.model import EdgeKind
 
 ROOT = FIXTURES / "edges"
 README = TESTS.parent / "README.md"

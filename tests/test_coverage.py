@@ -16,7 +16,7 @@ import pytest
 
 from ctx_lsp.coverage_data import attach_coverage
 from ctx_lsp.engine import Engine
-from ctx_lsp.index import WorkspaceIndex
+from ctx_lsp.index.workspace import WorkspaceIndex
 
 CALC = '''def add(a, b):
     return a + b

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, build_index
 
-from ctx_lsp.graph import CodeGraph
-from ctx_lsp.index import WorkspaceIndex
-from ctx_lsp.model import Edge, EdgeKind
+from ctx_lsp.index.graph import CodeGraph
+from ctx_lsp.index.model import Edge, EdgeKind
+from ctx_lsp.index.workspace import WorkspaceIndex
 
 ROOT = FIXTURES / "edges"
 

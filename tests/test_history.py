@@ -17,7 +17,7 @@ import pytest
 
 from ctx_lsp.engine import Engine
 from ctx_lsp.history import attach_history, map_ranges
-from ctx_lsp.index import WorkspaceIndex
+from ctx_lsp.index.workspace import WorkspaceIndex
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary")
 

@@ -26,7 +26,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from test_mcp import ok
 from test_server import SERVER, command, initialize, uri, wait_indexed
 
-from ctx_lsp import discovery
+from ctx_lsp.index import discovery
 
 LEAVES_ROOT = "skipped: its real path leaves the workspace"
 CLI = [sys.executable, "-m", "ctx_lsp"]
@@ -103,8 +103,8 @@ def test_mcp_tools_answer_over_a_workspace_with_a_statement_too_deep_to_parse(tm
 def test_a_statement_too_deep_for_the_walks_loses_only_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     """A tree that parses can still be too deep for a recursive walk: the walk gives up on that
     top-level statement only, and the next one is walked from module scope again."""
-    from ctx_lsp import extract as extract_mod
-    from ctx_lsp import flowfacts
+    from ctx_lsp.index import extract as extract_mod
+    from ctx_lsp.index import flowfacts
 
     def give_up_inside(original):  # type: ignore[no-untyped-def]
         def walk(self, node):  # type: ignore[no-untyped-def]
@@ -161,7 +161,7 @@ def test_a_symlink_swapped_in_after_the_check_is_not_followed(tmp_path: Path, mo
 
 # reads that are not of workspace files: the cache, episodic memory in the cache, the server's stdio,
 # the daemon's log and lock in the cache
-NOT_WORKSPACE_READS = {"discovery.py", "store.py", "retrieval/memory.py", "server/__init__.py", "daemon_client.py"}
+NOT_WORKSPACE_READS = {"index/discovery.py", "index/store.py", "retrieval/memory.py", "server/__init__.py", "daemon_client.py"}
 
 
 def test_every_workspace_read_goes_through_read_source() -> None:

@@ -23,7 +23,7 @@ import pytest
 from conftest import FIXTURES, TESTS
 from test_mcp import err, mcp_session, ok
 
-from ctx_lsp.store import IndexStore
+from ctx_lsp.index.store import IndexStore
 
 EDGES = FIXTURES / "edges"
 RETRIEVAL = FIXTURES / "retrieval_ws"

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctx_lsp.index import WorkspaceIndex
+from ctx_lsp.index.workspace import WorkspaceIndex
 
 PATHS = [
     "pkg/__init__.py", "pkg/a.py", "pkg/b.py", "pkg/sub/__init__.py", "pkg/sub/c.py", "pkg/sub/d.py",
@@ -556,8 +556,8 @@ g_op = st.one_of(
 @settings(max_examples=300, deadline=None, database=None)
 @given(st.lists(g_op, max_size=14))
 def test_graph_links_exactly_the_stored_edges_with_both_endpoints(ops: list[tuple[str, str, Any]]) -> None:
-    from ctx_lsp.graph import CodeGraph
-    from ctx_lsp.model import Edge, Node
+    from ctx_lsp.index.graph import CodeGraph
+    from ctx_lsp.index.model import Edge, Node
 
     g = CodeGraph()
     for kind, key, arg in ops:

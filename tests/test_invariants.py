@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import TESTS, build_index, corpus_dir
 
-from ctx_lsp.model import (
+from ctx_lsp.index.model import (
     RESOLVER_CONTAINS,
     RESOLVER_FLOW,
     RESOLVER_IMPORT,
@@ -27,15 +27,14 @@ from ctx_lsp.model import (
 )
 
 REPO = TESTS.parent
-CORE_REQUIRED = ["model", "extract", "bind", "graph", "index", "store", "engine", "discovery"]
+CORE_REQUIRED = ["index.model", "index.extract", "index.bind", "index.graph", "index.workspace", "index.store",
+                 "engine", "index.discovery"]
 LSP_PACKAGES = ("pygls", "lsprotocol")
 
 
 def core_files() -> list[Path]:
     pkg = REPO / "ctx_lsp"
-    files = [p for p in pkg.glob("*.py") if p.name != "__main__.py"]
-    files += sorted((pkg / "retrieval").glob("*.py"))
-    return sorted(files)
+    return sorted(p for p in pkg.rglob("*.py") if p.name != "__main__.py" and "server" not in p.relative_to(pkg).parts[:1])
 
 
 def module_name(path: Path) -> str:

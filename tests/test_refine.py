@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from ctx_lsp.index import WorkspaceIndex
-from ctx_lsp.model import RESOLVER_JEDI
-from ctx_lsp.refine import STATE_KEY, Refiner, _Resolution
+from ctx_lsp.index.model import RESOLVER_JEDI
+from ctx_lsp.index.refine import STATE_KEY, Refiner, _Resolution
+from ctx_lsp.index.workspace import WorkspaceIndex
 
 REPO = '''\
 class Repo:

@@ -277,7 +277,7 @@ def tree(root: Path) -> dict[str, tuple[int, int]]:
 
 
 async def test_clean_shutdown_and_nothing_written_outside_the_cache(bare: LanguageClient, tmp_path: Path) -> None:
-    from ctx_lsp.store import default_cache_dir
+    from ctx_lsp.index.store import default_cache_dir
 
     ws = copy_workspace(tmp_path / "ws")
     before = tree(ws)

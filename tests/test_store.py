@@ -11,9 +11,9 @@ import msgpack
 import pytest
 from conftest import write_tree
 
-from ctx_lsp import store as store_mod
-from ctx_lsp.index import WorkspaceIndex
-from ctx_lsp.store import CACHE_ENV, MAGIC, default_cache_dir
+from ctx_lsp.index import store as store_mod
+from ctx_lsp.index.store import CACHE_ENV, MAGIC, default_cache_dir
+from ctx_lsp.index.workspace import WorkspaceIndex
 
 FILES = {
     "pkg/__init__.py": "from .a import A\n",

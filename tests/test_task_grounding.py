@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ctx_lsp.engine import Engine
-from ctx_lsp.extract import extract
+from ctx_lsp.index.extract import extract
 from ctx_lsp.retrieval.engine import ALL_FEATURES
 from ctx_lsp.retrieval.evidence import extract_evidence
 from ctx_lsp.retrieval.literals import LiteralIndex

@@ -29,9 +29,9 @@ from benchmark_gen.verify_edges import (
     verify,
     wilson,
 )
-from ctx_lsp.bind import Binder
-from ctx_lsp.index import WorkspaceIndex
-from ctx_lsp.model import Edge
+from ctx_lsp.index.bind import Binder
+from ctx_lsp.index.model import Edge
+from ctx_lsp.index.workspace import WorkspaceIndex
 
 FILES = {
     "pkg/__init__.py": "",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctx_lsp.extract import is_test_path
+from ctx_lsp.index.extract import is_test_path
 from ctx_lsp.retrieval.embedder import DenseUnavailable, Embedder, ModelSource, resolve_model
 from ctx_lsp.retrieval.text import terms
 
@@ -284,7 +284,7 @@ def make_dense(r: Retriever, options: DenseOptions | None) -> tuple[DenseIndex |
 def models_dir(cache_dir: Path) -> Path:
     """Where the default model is unpacked: beside the per-workspace caches when the workspace uses
     the default location (one copy for all), else inside the workspace's own cache directory."""
-    from ctx_lsp.store import default_cache_dir
+    from ctx_lsp.index.store import default_cache_dir
 
     base = default_cache_dir(Path.cwd()).parent
     return base / "models" if cache_dir.parent == base else cache_dir / "models"

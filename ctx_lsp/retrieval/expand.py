@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ctx_lsp.extract import is_test_path
-from ctx_lsp.model import RESOLVER_IMPORT, EdgeKind
+from ctx_lsp.index.extract import is_test_path
+from ctx_lsp.index.model import RESOLVER_IMPORT, EdgeKind
 from ctx_lsp.retrieval.plan import Plan
 from ctx_lsp.retrieval.score import Candidates
 
 if TYPE_CHECKING:
-    from ctx_lsp.graph import CodeGraph
+    from ctx_lsp.index.graph import CodeGraph
 
 CAP_PER_KIND = 12
 K = EdgeKind

@@ -17,14 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ctx_lsp.bind import Binder, Workspace, build_module_info
-from ctx_lsp.extract import extract
-from ctx_lsp.model import EdgeKind, Node
+from ctx_lsp.index.bind import Binder, Workspace, build_module_info
+from ctx_lsp.index.extract import extract
+from ctx_lsp.index.model import EdgeKind, Node
 from ctx_lsp.retrieval.evidence import Frame
 from ctx_lsp.retrieval.text import split_identifier
 
 if TYPE_CHECKING:
-    from ctx_lsp.graph import CodeGraph
+    from ctx_lsp.index.graph import CodeGraph
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 TASK_DIR = "<task>"  # virtual paths of snippets: never a workspace path (no file is named like this)

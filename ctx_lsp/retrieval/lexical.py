@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ctx_lsp.extract import FileFacts
-from ctx_lsp.model import symbol_id
+from ctx_lsp.index.extract import FileFacts
+from ctx_lsp.index.model import symbol_id
 from ctx_lsp.retrieval.text import term_counts, terms
 
 K1 = 1.5

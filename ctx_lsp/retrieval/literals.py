@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ctx_lsp.extract import FileFacts
-from ctx_lsp.model import symbol_id
+from ctx_lsp.index.extract import FileFacts
+from ctx_lsp.index.model import symbol_id
 
 _PLACEHOLDER = re.compile(r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdifrxXegGc%]|\{[^{}]*\}")
 _WORD = re.compile(r"[a-z0-9_]+(?:\.[a-z0-9_]+)*")

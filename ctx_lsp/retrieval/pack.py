@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctx_lsp.graph import CodeGraph
-from ctx_lsp.model import Node
+from ctx_lsp.index.graph import CodeGraph
+from ctx_lsp.index.model import Node
 from ctx_lsp.retrieval.score import Candidate
 from ctx_lsp.retrieval.tokens import count_tokens
 

@@ -10,7 +10,7 @@ import signal
 import sys
 from typing import BinaryIO, NoReturn
 
-from ctx_lsp.index import prepare_threaded_process
+from ctx_lsp.index.workspace import prepare_threaded_process
 from ctx_lsp.server.server import CtxLanguageServer
 
 

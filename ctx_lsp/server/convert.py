@@ -15,8 +15,8 @@ from pathlib import Path
 from lsprotocol import types
 from pygls import uris
 
-from ctx_lsp.discovery import read_source
-from ctx_lsp.model import Node
+from ctx_lsp.index.discovery import read_source
+from ctx_lsp.index.model import Node
 
 UTF8, UTF16, UTF32 = "utf-8", "utf-16", "utf-32"
 

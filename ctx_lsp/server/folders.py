@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctx_lsp.discovery import FileFilter
 from ctx_lsp.engine import Engine
+from ctx_lsp.index.discovery import FileFilter
 from ctx_lsp.server.options import Options
 
 # root states
@@ -44,7 +44,7 @@ class Root:
     notes: list[tuple[str, str]] = field(default_factory=list)  # ("open" | "edit", rel) for working memory
     cancel: threading.Event = field(default_factory=threading.Event)
     task: asyncio.Task[None] | None = None
-    refiner: Any = None  # ctx_lsp.refine.Refiner once the first indexing is done (jediRefinement)
+    refiner: Any = None  # ctx_lsp.index.refine.Refiner once the first indexing is done (jediRefinement)
     refine_task: asyncio.Task[None] | None = None
     refine_again: bool = False
     embed_task: asyncio.Task[None] | None = None  # the dense generator's embedding (server/embedding.py)

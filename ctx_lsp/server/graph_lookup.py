@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ctx_lsp.engine import TargetNotFound
-from ctx_lsp.model import Node
+from ctx_lsp.index.model import Node
 from ctx_lsp.server import params as P
 from ctx_lsp.server.convert import rel_in, uri_to_path
 from ctx_lsp.server.folders import Root

@@ -12,8 +12,8 @@ from typing import Any
 
 from lsprotocol import types
 
-from ctx_lsp.extract import Def
-from ctx_lsp.model import EdgeKind, Node
+from ctx_lsp.index.extract import Def
+from ctx_lsp.index.model import EdgeKind, Node
 from ctx_lsp.server.server import Ctx, CtxLanguageServer, guarded
 
 CALL_KINDS = (EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value)

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import cattrs
 
-from ctx_lsp.discovery import compile_patterns
+from ctx_lsp.index.discovery import compile_patterns
 
 _converter = cattrs.Converter()
 

@@ -409,7 +409,7 @@ class CtxLanguageServer(LanguageServer):
         root.refine_task = self.spawn(self._refine(root))
 
     async def _refine(self, root: Root) -> None:
-        from ctx_lsp.refine import Refiner
+        from ctx_lsp.index.refine import Refiner
 
         engine = root.engine
         cancel = root.cancel

@@ -131,7 +131,7 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
     else:
         visitor = _Visitor(facts, lines)
         visitor.run(tree)
-        from ctx_lsp.flowfacts import flow_facts  # imports chain_of from here: not at module level
+        from ctx_lsp.index.flowfacts import flow_facts  # imports chain_of from here: not at module level
 
         facts.flows = flow_facts(tree, visitor.col)
     facts.words = " ".join([_path_words(path), facts.words])[: MAX_WORDS * 8]

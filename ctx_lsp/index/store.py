@@ -21,10 +21,10 @@ from typing import Any
 import msgpack
 
 from ctx_lsp import __version__
-from ctx_lsp.bind import FileBinding
-from ctx_lsp.cachedir import CACHE_ENV, default_cache_dir  # noqa: F401  (re-exported)
-from ctx_lsp.extract import Def, FileFacts, Import, Site
-from ctx_lsp.model import Edge
+from ctx_lsp.index.bind import FileBinding
+from ctx_lsp.index.cachedir import CACHE_ENV, default_cache_dir  # noqa: F401  (re-exported)
+from ctx_lsp.index.extract import Def, FileFacts, Import, Site
+from ctx_lsp.index.model import Edge
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,10 @@ def _code_digest() -> str:
     """The digest of the code that produces what the cache holds: a cache written by other extraction
     or binding code (a development checkout between releases) is rebuilt, not trusted."""
     h = hashlib.sha1()
-    for name in ("extract.py", "flowfacts.py", "bind.py", "flow.py", "model.py", "store.py", "retrieval/text.py"):
-        h.update((Path(__file__).parent / name).read_bytes())
+    pkg = Path(__file__).parent.parent  # ctx_lsp/
+    for name in ("index/extract.py", "index/flowfacts.py", "index/bind.py", "index/flow.py", "index/model.py",
+                 "index/store.py", "retrieval/text.py"):
+        h.update((pkg / name).read_bytes())
     return h.hexdigest()[:16]
 
 

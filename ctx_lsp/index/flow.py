@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from ctx_lsp.model import RESOLVER_FLOW, Edge, EdgeKind
+from ctx_lsp.index.model import RESOLVER_FLOW, Edge, EdgeKind
 
 FLOW_KEY = "flow"  # graph.extra_edges key
 

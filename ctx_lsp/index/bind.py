@@ -18,8 +18,8 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ctx_lsp.extract import CALL, FIXTURE, Chain, Def, FileFacts, Import, is_fixture
-from ctx_lsp.model import (
+from ctx_lsp.index.extract import CALL, FIXTURE, Chain, Def, FileFacts, Import, is_fixture
+from ctx_lsp.index.model import (
     RESOLVER_CONTAINS,
     RESOLVER_IMPORT,
     RESOLVER_MRO,

@@ -33,12 +33,12 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from ctx_lsp.bind import Binder, FileBinding
-from ctx_lsp.discovery import read_source
-from ctx_lsp.extract import CALL, Def, FileFacts, content_digest, decode_source
-from ctx_lsp.index import WorkspaceIndex
-from ctx_lsp.model import RESOLVER_JEDI, Edge, EdgeKind, symbol_id
-from ctx_lsp.store import edge_from_wire, edge_to_wire
+from ctx_lsp.index.bind import Binder, FileBinding
+from ctx_lsp.index.discovery import read_source
+from ctx_lsp.index.extract import CALL, Def, FileFacts, content_digest, decode_source
+from ctx_lsp.index.model import RESOLVER_JEDI, Edge, EdgeKind, symbol_id
+from ctx_lsp.index.store import edge_from_wire, edge_to_wire
+from ctx_lsp.index.workspace import WorkspaceIndex
 
 log = logging.getLogger(__name__)
 

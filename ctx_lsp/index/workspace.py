@@ -20,13 +20,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctx_lsp.bind import PATH_DEP, Binder, FileBinding, Workspace, changed_names, interface_parts, name_dep
-from ctx_lsp.discovery import DELETED, FileFilter, discover, read_source, too_large
-from ctx_lsp.extract import FileFacts, content_digest, decode_source, extract
-from ctx_lsp.flow import FLOW_KEY, flow_edges
-from ctx_lsp.graph import CodeGraph
-from ctx_lsp.model import Edge, EdgeKind, Node, NodeKind, symbol_id
-from ctx_lsp.store import (
+from ctx_lsp.index.bind import (
+    PATH_DEP,
+    Binder,
+    FileBinding,
+    Workspace,
+    changed_names,
+    interface_parts,
+    name_dep,
+)
+from ctx_lsp.index.discovery import DELETED, FileFilter, discover, read_source, too_large
+from ctx_lsp.index.extract import FileFacts, content_digest, decode_source, extract
+from ctx_lsp.index.flow import FLOW_KEY, flow_edges
+from ctx_lsp.index.graph import CodeGraph
+from ctx_lsp.index.model import Edge, EdgeKind, Node, NodeKind, symbol_id
+from ctx_lsp.index.store import (
     IndexStore,
     binding_from_wire,
     binding_to_wire,
@@ -393,7 +401,7 @@ class WorkspaceIndex:
         if added_or_removed or not old_ws.info:
             self.ws = Workspace(self.facts, previous=old_ws)
         else:
-            from ctx_lsp.bind import build_module_info
+            from ctx_lsp.index.bind import build_module_info
 
             for p, f in changed.items():
                 if f is not None:
@@ -508,7 +516,7 @@ class WorkspaceIndex:
         """Whether a workspace-relative path would be indexed (filters and skip rules)."""
         if not rel.endswith(".py"):
             return False
-        from ctx_lsp.discovery import SKIP_DIRS, is_utf8
+        from ctx_lsp.index.discovery import SKIP_DIRS, is_utf8
 
         if not is_utf8(rel):
             return False

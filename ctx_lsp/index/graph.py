@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 
 import networkx as nx
 
-from ctx_lsp.model import Edge, EdgeKind, Node
+from ctx_lsp.index.model import Edge, EdgeKind, Node
 
 
 class CodeGraph:

@@ -40,7 +40,7 @@ import builtins
 from collections import deque
 from collections.abc import Callable
 
-from ctx_lsp.extract import Chain, chain_of, child_nodes
+from ctx_lsp.index.extract import Chain, chain_of, child_nodes
 
 Flow = tuple[str, str, int, int, Chain, str]
 
