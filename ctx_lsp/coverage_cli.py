@@ -25,9 +25,14 @@ import time
 from pathlib import Path
 
 from ctx_lsp.cli import CliError, _filter, _root
-from ctx_lsp.coverage_data import CoverageImportError, ImportReport, attach_coverage, default_data_file
 from ctx_lsp.index.store import default_cache_dir
 from ctx_lsp.index.workspace import WorkspaceIndex
+from ctx_lsp.sources.coverage_data import (
+    CoverageImportError,
+    ImportReport,
+    attach_coverage,
+    default_data_file,
+)
 
 
 def _cache_dir(args: argparse.Namespace, root: Path) -> Path:

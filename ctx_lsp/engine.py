@@ -78,10 +78,10 @@ class Engine:
             return report
 
     def _attach_producers(self) -> None:
-        """COVERS (ctx_lsp.coverage_data) and TOUCHED (ctx_lsp.history) producers: they re-apply their
+        """COVERS (ctx_lsp.sources.coverage_data) and TOUCHED (ctx_lsp.sources.history) producers: they re-apply their
         persisted edges and follow index updates. Neither may fail an open (no git is normal)."""
-        from ctx_lsp.coverage_data import attach_coverage
-        from ctx_lsp.history import attach_history
+        from ctx_lsp.sources.coverage_data import attach_coverage
+        from ctx_lsp.sources.history import attach_history
 
         # Blaming every file of a large repository costs minutes on its first open: there history
         # syncs on the first history question instead (results are cached by blob id either way).
@@ -98,7 +98,7 @@ class Engine:
 
     def ensure_history(self) -> None:
         """Bring git history up to date before a history question (lazy on large repositories)."""
-        from ctx_lsp.history import history_for
+        from ctx_lsp.sources.history import history_for
 
         h = history_for(self.index)
         if h is not None:
@@ -247,7 +247,7 @@ class Engine:
         if e.extra:
             item["names"] = list(e.extra)
         if n.kind == "commit":
-            from ctx_lsp.history import commit_info
+            from ctx_lsp.sources.history import commit_info
 
             item["commit"] = commit_info(n)  # hash, date, author, email, subject
         out.append(item)

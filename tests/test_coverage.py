@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ctx_lsp.coverage_data import attach_coverage
 from ctx_lsp.engine import Engine
 from ctx_lsp.index.workspace import WorkspaceIndex
+from ctx_lsp.sources.coverage_data import attach_coverage
 
 CALC = '''def add(a, b):
     return a + b

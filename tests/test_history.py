@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from ctx_lsp.engine import Engine
-from ctx_lsp.history import attach_history, map_ranges
 from ctx_lsp.index.workspace import WorkspaceIndex
+from ctx_lsp.sources.history import attach_history, map_ranges
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary")
 
@@ -148,7 +148,7 @@ def test_incremental_save_and_head_move(repo: tuple[Path, list[str]], tmp_path: 
     commit(root, "Dan", "dan@example.com", "2021-07-01T09:00:00+00:00", "Add other")
     engine = Engine(root, cache_dir=tmp_path / "cache")
     engine.open()
-    from ctx_lsp.history import history_for
+    from ctx_lsp.sources.history import history_for
 
     h = history_for(engine.index)
     assert h is not None
@@ -183,7 +183,7 @@ def test_without_git_history_is_unavailable(tmp_path: Path, monkeypatch: pytest.
     (root / "pkg/calc.py").write_text(V6)
     engine = Engine(root, cache_dir=tmp_path / "cache")
     engine.open()
-    from ctx_lsp.history import history_for
+    from ctx_lsp.sources.history import history_for
 
     h = history_for(engine.index)
     assert h is not None and not h.available and h.reason == "not a git repository"

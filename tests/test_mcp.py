@@ -110,7 +110,7 @@ async def test_relation_tools_return_real_locations(ws: Path, tmp_path: Path) ->
     assert "shop/checkout.py:21 price_order" in qualified
     assert "shop/checkout.py:27 checkout" in dotted
     # tests: direct callers that are tests, and tests reaching it through the call chain
-    # a test calling the symbol directly is a static COVERS edge (ctx_lsp.coverage_data)
+    # a test calling the symbol directly is a static COVERS edge (ctx_lsp.sources.coverage_data)
     assert "tests/test_pricing.py:10 test_tax_for_unknown_region_is_zero (COVERS<- tax_for at tests/test_pricing.py:11 (static-test))" in tests
     assert "test_checkout_charges_the_customer (static: reaches it via checkout -> price_order" in tests
     assert "test_checkout_charges_the_customer (static: reaches it via Order.add" in class_tests

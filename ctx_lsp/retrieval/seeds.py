@@ -180,7 +180,7 @@ _EXERCISE = re.compile(r"\bexercis|\bwhat does (?:this|the) test\b|\bcovered by 
 def history_seeds(r: Retriever, plan: Plan, cands: Candidates, resolved: list[str]) -> list[str]:
     """The history generator: commit subjects (BM25) -> the symbols they touched, and for a named
     target its recent commits, the commit that introduced it, and code that changes with it."""
-    from ctx_lsp.history import history_for
+    from ctx_lsp.sources.history import history_for
 
     if "history" not in plan.operators:
         return []
@@ -212,7 +212,7 @@ def history_seeds(r: Retriever, plan: Plan, cands: Candidates, resolved: list[st
 def test_seeds(r: Retriever, plan: Plan, cands: Candidates, resolved: list[str]) -> list[str]:
     """The tests generator: tests covering a target (dynamic coverage first), tests to run after
     changing it (covering its callers too), and what a named test exercises."""
-    from ctx_lsp.coverage_data import coverage_for
+    from ctx_lsp.sources.coverage_data import coverage_for
 
     cov = coverage_for(r.engine.index)
     if cov is None or "tests" not in plan.operators:
