@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ctx_lsp.daemon_client import socket_path
+from ctx_lsp.daemon.client import socket_path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_mcp import FIXTURE, mcp_session, text  # noqa: E402

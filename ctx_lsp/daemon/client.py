@@ -69,7 +69,7 @@ def build_id() -> str:
     """Identifies the code a daemon runs: the package version plus each module's size and mtime. A
     daemon started before a reinstall or an edit of a development checkout is not used."""
     h = hashlib.sha1(__version__.encode())
-    pkg = Path(__file__).parent
+    pkg = Path(__file__).parent.parent  # ctx_lsp/, every module of the package
     for dirpath, dirnames, filenames in os.walk(pkg):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
         for name in sorted(filenames):

@@ -15,19 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from ctx_lsp import __version__
-from ctx_lsp.index.discovery import FileFilter, InvalidPattern, compile_patterns
-
-
-class CliError(Exception):
-    """A user-facing error: printed as one line, exit status 2."""
-
-
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", default=None, help="workspace root (default: the current directory)")
-    p.add_argument("--cache-dir", default=None, help="cache directory (default: per-workspace user cache; env CTX_LSP_CACHE_DIR)")
-    p.add_argument("--include", action="append", default=[], help="glob of files to index (repeatable)")
-    p.add_argument("--exclude", action="append", default=[], help="glob of files to skip (repeatable)")
-    p.add_argument("-v", "--verbose", action="store_true", help="log debug information to stderr")
+from ctx_lsp.workspace_args import (
+    CliError,
+    add_common,
+    daemon_identity,
+    file_filter,
+    workspace_cache_dir,
+    workspace_root,
+)
 
 
 def _port(text: str) -> int:
@@ -70,12 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="then embed symbols and files for the dense generator (needs ctx-lsp[dense]; "
                         "`context` uses the vectors from then on)")
     _add_dense_model(p)
-    _add_common(p)
+    add_common(p)
 
     p = sub.add_parser("neighbors", help="typed 1-hop neighbourhood of a file or symbol")
     p.add_argument("target", metavar="TARGET", help="a file path or a (qualified) symbol name")
     p.add_argument("--json", action="store_true")
-    _add_common(p)
+    add_common(p)
 
     p = sub.add_parser("context", help="the smallest explained context for a question or task")
     p.add_argument("query", nargs="+", metavar="QUERY", help="the question or task; '-' reads it from stdin")
@@ -86,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-dense", action="store_true",
                    help="skip the dense generator even when `index --dense` made its vectors")
     _add_dense_model(p)
-    _add_common(p)
+    add_common(p)
 
     p = sub.add_parser("serve", help="run the language server (stdio by default)")
     p.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
@@ -96,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true")
 
     p = sub.add_parser("mcp", help="run the MCP bridge for coding agents (stdio)")
-    _add_common(p)
+    add_common(p)
 
     p = sub.add_parser("daemon", help="keep the index warm for one-shot callers (context, neighbors, mcp)",
                        description="A background process per workspace that keeps the engine loaded, so one-shot "
@@ -113,16 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
                             help="exit after this long without a request (default 1800)")
         if name == "status":
             dp.add_argument("--json", action="store_true")
-        _add_common(dp)
+        add_common(dp)
 
     p = sub.add_parser("coverage", help="import per-test coverage as COVERS edges")
     csub = p.add_subparsers(dest="coverage_command", required=True)
     pr = csub.add_parser("run", help="run COMMAND under coverage.py with per-test contexts and import it")
     pr.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
-    _add_common(pr)
+    add_common(pr)
     pi = csub.add_parser("import", help="import an existing coverage data file that has contexts")
     pi.add_argument("file", nargs="?", default=None, metavar="FILE")
-    _add_common(pi)
+    add_common(pi)
     return parser
 
 
@@ -134,25 +129,6 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError("must be a positive number")
     return value
-
-
-def _root(args: argparse.Namespace) -> Path:
-    raw = getattr(args, "root_pos", None) or args.root or "."
-    root = Path(raw)
-    if not root.exists():
-        raise CliError(f"root does not exist: {raw}")
-    if not root.is_dir():
-        raise CliError(f"root is not a directory: {raw}")
-    return root.resolve()
-
-
-def _filter(args: argparse.Namespace) -> FileFilter:
-    for option, globs in (("--include", args.include), ("--exclude", args.exclude)):
-        try:
-            compile_patterns(globs, strict=True)
-        except InvalidPattern as exc:
-            raise CliError(f"{option}: {exc}") from None
-    return FileFilter(include=tuple(args.include), exclude=tuple(args.exclude))
 
 
 class _Progress:
@@ -175,20 +151,6 @@ class _Progress:
         sys.stderr.flush()
 
 
-def _cache_dir(args: argparse.Namespace, root: Path) -> Path:
-    from ctx_lsp.index.cachedir import default_cache_dir
-
-    return Path(args.cache_dir).resolve() if args.cache_dir else default_cache_dir(root)
-
-
-def _daemon_identity(args: argparse.Namespace) -> dict[str, Any]:
-    from ctx_lsp.daemon_client import identity
-
-    root = _root(args)
-    flt = _filter(args)  # an invalid glob is exit 2 here, before any daemon is asked or started
-    return identity(root, _cache_dir(args, root), flt.include, flt.exclude)
-
-
 def _notify(msg: str) -> None:
     if sys.stderr.isatty():
         print(f"ctx-lsp: {msg}", file=sys.stderr, flush=True)
@@ -196,12 +158,12 @@ def _notify(msg: str) -> None:
 
 def via_daemon(args: argparse.Namespace, op: str, params: dict[str, Any]) -> Any:
     """Ask the workspace's daemon (per $CTX_LSP_DAEMON); raises DaemonUnavailable to work in-process."""
-    from ctx_lsp import daemon_client as dc
+    from ctx_lsp.daemon import client as dc
 
     mode = dc.policy()
     if mode == "off":
         raise dc.DaemonUnavailable("CTX_LSP_DAEMON=off")
-    ident = _daemon_identity(args)
+    ident = daemon_identity(args)
     if mode != "auto" and not dc.socket_path(Path(ident["cache_dir"])).exists():
         raise dc.DaemonUnavailable("no daemon running")  # the common case costs one stat
     sock = dc.ensure(ident, start=mode == "auto", notify=_notify)
@@ -212,7 +174,7 @@ def via_daemon(args: argparse.Namespace, op: str, params: dict[str, Any]) -> Any
 
 
 def _try_daemon(args: argparse.Namespace, op: str, params: dict[str, Any]) -> Any:
-    from ctx_lsp.daemon_client import DaemonUnavailable
+    from ctx_lsp.daemon.client import DaemonUnavailable
 
     try:
         return via_daemon(args, op, params)
@@ -224,7 +186,7 @@ def _try_daemon(args: argparse.Namespace, op: str, params: dict[str, Any]) -> An
 def open_engine(args: argparse.Namespace, progress: Any = None, dense: Any = None):  # type: ignore[no-untyped-def]
     from ctx_lsp.engine import Engine
 
-    engine = Engine(_root(args), cache_dir=Path(args.cache_dir) if args.cache_dir else None, flt=_filter(args),
+    engine = Engine(workspace_root(args), cache_dir=Path(args.cache_dir) if args.cache_dir else None, flt=file_filter(args),
                     dense=dense)
     engine.open(progress)
     return engine
@@ -361,7 +323,7 @@ def cmd_context(args: argparse.Namespace) -> int:
         from ctx_lsp.retrieval.dense import CACHED, DenseOptions, dense_wanted, has_vectors
 
         # only once `index --dense` made the vectors: a one-shot query never pays a full embedding pass
-        if dense_wanted(args.dense_model) and (args.dense_model or has_vectors(_cache_dir(args, _root(args)))):
+        if dense_wanted(args.dense_model) and (args.dense_model or has_vectors(workspace_cache_dir(args, workspace_root(args)))):
             dense = DenseOptions(CACHED, args.dense_model or "")
     pack = None if dense is not None else _try_daemon(args, "context", {"query": query, "budget": args.budget})
     if pack is None:
@@ -385,20 +347,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from ctx_lsp.mcp_bridge import run_mcp
+    from ctx_lsp.mcp.serve import run_mcp
 
     return run_mcp(args)
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
-    from ctx_lsp import daemon_client as dc
+    from ctx_lsp.daemon import client as dc
 
-    ident = _daemon_identity(args)
+    ident = daemon_identity(args)
     cache_dir = Path(ident["cache_dir"])
     if args.daemon_command == "run":
-        from ctx_lsp.daemon import IDLE_TIMEOUT_S, run
+        from ctx_lsp.daemon.server import IDLE_TIMEOUT_S, run
 
-        return run(Path(ident["root"]), cache_dir, _filter(args), args.idle_timeout or IDLE_TIMEOUT_S)
+        return run(Path(ident["root"]), cache_dir, file_filter(args), args.idle_timeout or IDLE_TIMEOUT_S)
     if args.daemon_command == "start":
         try:
             dc.ensure(ident, start=True, idle_timeout=args.idle_timeout, notify=_notify)
@@ -434,7 +396,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
-    from ctx_lsp.coverage_cli import run_coverage_command
+    from ctx_lsp.cli.coverage import run_coverage_command
 
     return run_coverage_command(args)
 

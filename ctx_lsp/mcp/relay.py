@@ -1,6 +1,6 @@
 """MCP tool calls relayed to the workspace's daemon, so a restarted MCP bridge answers at once.
 
-Same four calls as `mcp_bridge.Bridge` (the daemon runs them with a Bridge over its warm engine, with
+Same four calls as `bridge.Bridge` (the daemon runs them with a Bridge over its warm engine, with
 this bridge's own working memory); when the daemon cannot be reached, the calls run in-process on a
 local Bridge instead, opened on first need. Part of the core: never imports pygls or lsprotocol.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ctx_lsp import daemon_client as dc
+from ctx_lsp.daemon import client as dc
 
 log = logging.getLogger("ctx_lsp.mcp")
 
@@ -52,7 +52,7 @@ class RelayBridge:
             return self._local
 
     def _call(self, method: str, *args: Any) -> Any:
-        from ctx_lsp.mcp_bridge import ToolFailure
+        from ctx_lsp.mcp.bridge import ToolFailure
 
         self._ready.wait()
         if self._sock is not None and self._local is None:

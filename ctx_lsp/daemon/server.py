@@ -1,6 +1,6 @@
 """`ctx-lsp daemon run`: one warm engine for a workspace, answering one-shot callers over a local socket.
 
-The wire and the client live in `ctx_lsp.daemon_client`. Every request that reads the workspace first
+The wire and the client live in `ctx_lsp.daemon.client`. Every request that reads the workspace first
 brings the index in line with the disk (`Engine.refresh`: size/mtime, then content hash), and starts
 from the memory a fresh process would have (working memory empty, episodes as on disk), so an answer
 equals the in-process one-shot answer on the same files. The daemon exits after `idle_timeout` seconds
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ctx_lsp import __version__
-from ctx_lsp.daemon_client import INFO_NAME, PROTOCOL, build_id, identity, private_dir, socket_path
+from ctx_lsp.daemon.client import INFO_NAME, PROTOCOL, build_id, identity, private_dir, socket_path
 from ctx_lsp.engine import Engine, TargetNotFound
 from ctx_lsp.index.discovery import FileFilter
 from ctx_lsp.index.workspace import prepare_threaded_process
@@ -119,7 +119,7 @@ class Daemon:
 
     def _mcp(self, params: dict[str, Any]) -> Any:
         """One MCP tool call, run by a Bridge over this engine (the MCP process only relays it)."""
-        from ctx_lsp.mcp_bridge import Bridge, ToolFailure
+        from ctx_lsp.mcp.bridge import Bridge, ToolFailure
 
         if self._bridge is None:
             self._bridge = Bridge(self.engine)
@@ -146,7 +146,7 @@ class Daemon:
         sock = socket_path(Path(self.ident["cache_dir"]))
         private_dir(sock.parent)
         if sock.exists():
-            from ctx_lsp.daemon_client import DaemonUnavailable, hello
+            from ctx_lsp.daemon.client import DaemonUnavailable, hello
 
             try:
                 hello(Path(self.ident["cache_dir"]), timeout=2.0)
@@ -250,5 +250,5 @@ class _Handler(socketserver.StreamRequestHandler):
 def run(root: Path, cache_dir: Path, flt: FileFilter, idle_timeout: float = IDLE_TIMEOUT_S) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s ctx-lsp daemon: %(message)s")
     # the pools refresh starts run beside the request threads; those import these lazily
-    prepare_threaded_process("ctx_lsp.mcp_bridge", "ctx_lsp.retrieval.engine", "ctx_lsp.retrieval.render")
+    prepare_threaded_process("ctx_lsp.mcp.bridge", "ctx_lsp.retrieval.engine", "ctx_lsp.retrieval.render")
     return Daemon(root, cache_dir, flt, idle_timeout).serve()

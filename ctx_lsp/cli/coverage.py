@@ -24,8 +24,6 @@ import sys
 import time
 from pathlib import Path
 
-from ctx_lsp.cli import CliError, _filter, _root
-from ctx_lsp.index.store import default_cache_dir
 from ctx_lsp.index.workspace import WorkspaceIndex
 from ctx_lsp.sources.coverage_data import (
     CoverageImportError,
@@ -33,10 +31,7 @@ from ctx_lsp.sources.coverage_data import (
     attach_coverage,
     default_data_file,
 )
-
-
-def _cache_dir(args: argparse.Namespace, root: Path) -> Path:
-    return Path(args.cache_dir).resolve() if args.cache_dir else default_cache_dir(root)
+from ctx_lsp.workspace_args import CliError, file_filter, workspace_cache_dir, workspace_root
 
 
 def write_rcfile(cov_dir: Path, root: Path) -> Path:
@@ -69,7 +64,7 @@ def wrap_command(cmd: list[str], rc: Path) -> tuple[list[str], dict[str, str]]:
 
 
 def _open_index(args: argparse.Namespace, root: Path, cache: Path) -> WorkspaceIndex:
-    index = WorkspaceIndex(root, cache_dir=cache, flt=_filter(args))
+    index = WorkspaceIndex(root, cache_dir=cache, flt=file_filter(args))
     index.load_or_build()
     return index
 
@@ -101,8 +96,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     if not cmd:
         raise CliError("no COMMAND given: ctx-lsp coverage run [--root ROOT] -- COMMAND...")
-    root = _root(args)
-    cache = _cache_dir(args, root)
+    root = workspace_root(args)
+    cache = workspace_cache_dir(args, root)
     cov_dir = cache / "coverage"
     if cov_dir.exists():
         for old in cov_dir.glob(".coverage*"):
@@ -136,8 +131,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    root = _root(args)
-    cache = _cache_dir(args, root)
+    root = workspace_root(args)
+    cache = workspace_cache_dir(args, root)
     if args.file:
         data_file = Path(args.file)
         if not data_file.is_absolute():

@@ -12,7 +12,6 @@ Part of the core: never imports pygls or lsprotocol.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import threading
@@ -361,41 +360,3 @@ def build_server(bridge: Any) -> MCPServer:
         return call(bridge.relation, symbol, "history")
 
     return app
-
-
-def _engine(args: argparse.Namespace) -> Engine:
-    from ctx_lsp.cli import _filter, _root  # CliError for a missing root is reported by the CLI (exit 2)
-
-    root = _root(args)
-    cache = Path(args.cache_dir) if getattr(args, "cache_dir", None) else None
-    return Engine(root, cache_dir=cache, flt=_filter(args))
-
-
-def _relay(args: argparse.Namespace) -> Any:
-    """A RelayBridge to the workspace's daemon per $CTX_LSP_DAEMON, or None to work in-process."""
-    from ctx_lsp import daemon_client as dc
-    from ctx_lsp.cli import _daemon_identity
-    from ctx_lsp.mcp_relay import RelayBridge
-
-    mode = dc.policy()
-    if mode == "off":
-        return None
-    ident = _daemon_identity(args)
-    if mode != "auto":
-        try:
-            if not dc.matches(dc.hello(Path(ident["cache_dir"])), ident):
-                return None
-        except dc.DaemonUnavailable:
-            return None
-    return RelayBridge(ident, start=mode == "auto", local=lambda: Bridge(_engine(args)))
-
-
-def run_mcp(args: argparse.Namespace) -> int:
-    """Serve the MCP tools on stdio until the client closes the connection."""
-    bridge = _relay(args) or Bridge(_engine(args))
-    app = build_server(bridge)
-    log.info("ctx-lsp mcp serving %s%s", bridge.root if isinstance(bridge, Bridge) else bridge.ident["root"],
-             "" if isinstance(bridge, Bridge) else " through its daemon")
-    bridge.warm_up()
-    app.run("stdio")
-    return 0

@@ -1,0 +1,50 @@
+"""`ctx-lsp mcp`: which bridge serves (the workspace's daemon through a relay, or one in-process), then
+the MCP tools of `bridge.py` on stdio until the client closes the connection."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from ctx_lsp.engine import Engine
+from ctx_lsp.mcp.bridge import Bridge, build_server
+from ctx_lsp.workspace_args import daemon_identity, file_filter, workspace_root
+
+log = logging.getLogger("ctx_lsp.mcp")
+
+
+def _engine(args: argparse.Namespace) -> Engine:
+    root = workspace_root(args)  # CliError for a missing root is reported by the CLI (exit 2)
+    cache = Path(args.cache_dir) if getattr(args, "cache_dir", None) else None
+    return Engine(root, cache_dir=cache, flt=file_filter(args))
+
+
+def _relay(args: argparse.Namespace) -> Any:
+    """A RelayBridge to the workspace's daemon per $CTX_LSP_DAEMON, or None to work in-process."""
+    from ctx_lsp.daemon import client as dc
+    from ctx_lsp.mcp.relay import RelayBridge
+
+    mode = dc.policy()
+    if mode == "off":
+        return None
+    ident = daemon_identity(args)
+    if mode != "auto":
+        try:
+            if not dc.matches(dc.hello(Path(ident["cache_dir"])), ident):
+                return None
+        except dc.DaemonUnavailable:
+            return None
+    return RelayBridge(ident, start=mode == "auto", local=lambda: Bridge(_engine(args)))
+
+
+def run_mcp(args: argparse.Namespace) -> int:
+    """Serve the MCP tools on stdio until the client closes the connection."""
+    bridge = _relay(args) or Bridge(_engine(args))
+    app = build_server(bridge)
+    log.info("ctx-lsp mcp serving %s%s", bridge.root if isinstance(bridge, Bridge) else bridge.ident["root"],
+             "" if isinstance(bridge, Bridge) else " through its daemon")
+    bridge.warm_up()
+    app.run("stdio")
+    return 0

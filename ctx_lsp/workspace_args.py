@@ -1,0 +1,63 @@
+"""The arguments every command-line adapter shares (`ctx-lsp index|neighbors|context|mcp|daemon|coverage`):
+`--root`, `--cache-dir`, `--include`/`--exclude`, `-v`; their checks; and the daemon identity they imply.
+
+Used by the CLI (`ctx_lsp/cli/`), the MCP adapter (`ctx_lsp/mcp/`) and nothing in the core. It lives
+beside them, not inside `cli/`: the MCP adapter needs it, and the CLI dispatches to the MCP adapter.
+Light on purpose (no index code): it is on the CLI's fast path to a running daemon.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ctx_lsp.index.discovery import FileFilter, InvalidPattern, compile_patterns
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one line, exit status 2."""
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", default=None, help="workspace root (default: the current directory)")
+    p.add_argument("--cache-dir", default=None, help="cache directory (default: per-workspace user cache; env CTX_LSP_CACHE_DIR)")
+    p.add_argument("--include", action="append", default=[], help="glob of files to index (repeatable)")
+    p.add_argument("--exclude", action="append", default=[], help="glob of files to skip (repeatable)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log debug information to stderr")
+
+
+def workspace_root(args: argparse.Namespace) -> Path:
+    """The resolved root (`ROOT`, `--root` or the current directory); CliError when it is no directory."""
+    raw = getattr(args, "root_pos", None) or args.root or "."
+    root = Path(raw)
+    if not root.exists():
+        raise CliError(f"root does not exist: {raw}")
+    if not root.is_dir():
+        raise CliError(f"root is not a directory: {raw}")
+    return root.resolve()
+
+
+def file_filter(args: argparse.Namespace) -> FileFilter:
+    """`--include`/`--exclude` as a FileFilter; CliError naming the option for an invalid glob."""
+    for option, globs in (("--include", args.include), ("--exclude", args.exclude)):
+        try:
+            compile_patterns(globs, strict=True)
+        except InvalidPattern as exc:
+            raise CliError(f"{option}: {exc}") from None
+    return FileFilter(include=tuple(args.include), exclude=tuple(args.exclude))
+
+
+def workspace_cache_dir(args: argparse.Namespace, root: Path) -> Path:
+    from ctx_lsp.index.cachedir import default_cache_dir
+
+    return Path(args.cache_dir).resolve() if args.cache_dir else default_cache_dir(root)
+
+
+def daemon_identity(args: argparse.Namespace) -> dict[str, Any]:
+    """What a daemon must match to answer for these arguments (see `daemon.client.identity`)."""
+    from ctx_lsp.daemon.client import identity
+
+    root = workspace_root(args)
+    flt = file_filter(args)  # an invalid glob is exit 2 here, before any daemon is asked or started
+    return identity(root, workspace_cache_dir(args, root), flt.include, flt.exclude)
