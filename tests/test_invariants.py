@@ -80,7 +80,7 @@ def test_core_modules_import_without_lsp_packages() -> None:
 
 def test_lsp_probe_would_notice_an_import() -> None:
     """The run-time check above is not vacuous: importing the server does pull pygls in."""
-    code = "import sys, ctx_lsp.server; print('pygls' in sys.modules)"
+    code = "import sys, ctx_lsp.server.serve; print('pygls' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     if proc.returncode != 0:
         pytest.skip(f"ctx_lsp.server not importable here: {proc.stderr.strip().splitlines()[-1:]}")

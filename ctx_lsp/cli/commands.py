@@ -338,7 +338,7 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ctx_lsp.server import run_server
+    from ctx_lsp.server.serve import run_server
 
     try:
         return run_server(args)

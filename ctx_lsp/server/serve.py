@@ -1,0 +1,88 @@
+"""`ctx-lsp serve`: the language server built (its handlers registered) and run on stdio or TCP."""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import logging
+import os
+import signal
+import sys
+from typing import BinaryIO, NoReturn
+
+from ctx_lsp.index.workspace import prepare_threaded_process
+from ctx_lsp.server.server import CtxLanguageServer
+
+
+def build_server() -> CtxLanguageServer:
+    from ctx_lsp.server import commands, graph_lookup, lifecycle, navigation
+
+    server = CtxLanguageServer()
+    lifecycle.register(server)
+    navigation.register(server)
+    commands.register(server)
+    graph_lookup.register(server)
+    return server
+
+
+def _setup_logging(args: argparse.Namespace) -> None:
+    # stdout is the wire in stdio mode: logs go to stderr or --log-file, never to stdout
+    handler: logging.Handler
+    if getattr(args, "log_file", None):
+        handler = logging.FileHandler(args.log_file, encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    verbose = bool(getattr(args, "verbose", False))
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    logging.getLogger("pygls").setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+def _private_wire() -> tuple[BinaryIO, BinaryIO]:
+    """The stdio wire on private duplicates of fds 0 and 1; fd 0 becomes /dev/null and fd 1 stderr.
+
+    Why: a forked worker (the indexer's binding pool) closes `sys.stdin` on start and would block
+    forever on its buffer lock, held by the thread reading LSP messages; and a stray print from any
+    library would corrupt the wire.
+    """
+    wire_in = os.fdopen(os.dup(0), "rb")
+    wire_out = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    return wire_in, wire_out
+
+
+def run_server(args: argparse.Namespace) -> int:
+    """`ctx-lsp serve`: stdio by default, `--tcp --host --port` otherwise."""
+    _setup_logging(args)
+    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>` dumps every thread's stack to the log stream
+        stream = logging.getLogger().handlers[0]
+        faulthandler.register(signal.SIGUSR1, file=getattr(stream, "stream", sys.stderr), all_threads=True)
+    prepare_threaded_process("ctx_lsp.retrieval.engine")
+    server = build_server()
+    server.protocol.exit_now = _leave  # `exit`: 0 after `shutdown`, else 1 (LSP), without waiting for workers
+    code = 0
+    try:
+        if getattr(args, "tcp", False):
+            server.start_tcp(args.host, args.port)
+        else:
+            wire_in, wire_out = _private_wire()
+            server.start_io(wire_in, wire_out)
+    except SystemExit as exc:  # pygls' own way to end on `exit`, if it ever gets there
+        code = exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        code = 130
+    _leave(code)
+
+
+def _leave(code: int) -> NoReturn:
+    logging.shutdown()
+    # A worker thread may still be inside one jedi call; the index and its cache are consistent on disk
+    # (writes are atomic renames), so leave now rather than wait for it at interpreter exit.
+    os._exit(code)
+
