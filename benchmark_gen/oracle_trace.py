@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctx_lsp.index.extract import FileFacts
+from ctx_lsp.index.facts import FileFacts
 from ctx_lsp.index.model import symbol_id
 
 CO_OPTIMIZED = 0x0001  # set on function code; module and class bodies lack it

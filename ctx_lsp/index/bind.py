@@ -18,7 +18,8 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ctx_lsp.index.extract import CALL, FIXTURE, Chain, Def, FileFacts, Import, is_fixture
+from ctx_lsp.index.chains import FIXTURE, is_fixture
+from ctx_lsp.index.facts import CALL, Chain, Def, FileFacts, Import
 from ctx_lsp.index.model import (
     RESOLVER_CONTAINS,
     RESOLVER_IMPORT,

@@ -1,121 +1,51 @@
 """The syntactic pass: one file's text in, its facts out (definitions, imports, sites, types).
 
-Pure: the result depends only on (path, text). It never raises on broken code: a file with syntax
-errors is parsed again with the offending lines blanked out, and if that does not converge parso's
-error-recovering parser supplies at least the definitions. Problems are returned in `errors`.
+Pure: the result depends only on (path, text). It never raises on broken code (`parse.py` repairs
+what it can, parso supplies at least the definitions); problems are returned in `errors`.
 
-A *chain* is a dotted expression as a tuple of segments; a segment ending in "()" is a call:
-`self.repo.get_session().send` is ("self", "repo", "get_session()", "send"). A *type* is stored as the
-chain of the call that would produce a value of it, so the annotation `x: Repo` and the assignment
-`x = Repo()` both give ("Repo()",).
+A *type* is stored as the chain (`facts.py`) of the call that would produce a value of it, so the
+annotation `x: Repo` and the assignment `x = Repo()` both give ("Repo()",).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
-import hashlib
-import io
 import re
-import tokenize
-from dataclasses import dataclass, field
-from typing import Any
 
-Chain = tuple[str, ...]
+from ctx_lsp.index.chains import (
+    FIXTURE,
+    callable_result,
+    chain_of,
+    child_nodes,
+    is_cast,
+    is_fixture,
+    returned_name,
+    type_chain,
+    typevar_bound,
+    value_chain,
+)
+from ctx_lsp.index.facts import (
+    CALL,
+    MAX_SIGNATURE,
+    REF,
+    UNPARSABLE,
+    Chain,
+    Def,
+    FileFacts,
+    Import,
+    Site,
+    content_digest,
+    is_test_path,
+    split_lines,
+)
+from ctx_lsp.index.flowfacts import flow_facts
+from ctx_lsp.index.parse import parse_tolerant, parso_defs
 
-MAX_SIGNATURE = 240
 MAX_WORDS = 400
 MAX_LITERALS = 2000  # per file: generated tables must not flood the literal index
 MAX_LITERAL = 400
 _BUILTINS = frozenset(dir(builtins))
-_TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$|(^|/)(tests?|testing)/[^/]*\.py$|(^|/)conftest\.py$")
-
-# what ast.parse raises on text it cannot take: bad syntax, NUL bytes, nesting too deep for the parser
-UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
-
-# site kinds
-CALL = "call"
-REF = "ref"
-
-
-@dataclass(slots=True)
-class Def:
-    qual: str
-    kind: str  # class | function | method | variable | test
-    start: int
-    end: int
-    line: int  # line of the `def`/`class` keyword (decorators excluded)
-    col: int  # column of the defined name
-    signature: str = ""
-    doc: str = ""
-    bases: list[Chain] = field(default_factory=list)
-    decorators: list[Chain] = field(default_factory=list)
-    returns: Chain | None = None  # type of the value returned (a call chain), resolved in this def's scope
-    value: Chain | None = None  # variables: the chain assigned to it
-    attrs: dict[str, tuple[str, Chain]] = field(default_factory=dict)  # class: attr -> (scope, type chain)
-    locals: dict[str, Chain | None] = field(default_factory=dict)  # function: local -> type chain or None
-    words: str = ""  # identifiers and short string literals, for lexical search
-    returns_def: str | None = None  # a nested def some `return` hands out by name (a decorator factory's)
-    returns_call: Chain | None = None  # the callee of a `return g(...)`: this def returns what g returns
-    call_returns: Chain | None = None  # R of a `-> Callable[..., R]` annotation: what its result returns
-
-
-@dataclass(slots=True)
-class Import:
-    scope: str  # "" for module level
-    line: int
-    col: int
-    module: str  # dotted module as written (without leading dots)
-    name: str | None  # `from module import name`; None for `import module`
-    asname: str | None
-    level: int  # relative import level
-    guarded: str = ""  # "" | "try" | "type_checking"
-
-
-@dataclass(slots=True)
-class Site:
-    scope: str  # qual of the innermost enclosing def, "" for module level
-    line: int
-    col: int  # column of the last segment (where jedi's goto should look)
-    chain: Chain
-    kind: str  # call | ref
-
-
-@dataclass(slots=True)
-class FileFacts:
-    path: str
-    digest: str
-    lines: int
-    defs: list[Def] = field(default_factory=list)
-    imports: list[Import] = field(default_factory=list)
-    sites: list[Site] = field(default_factory=list)
-    all_names: list[str] | None = None
-    words: str = ""  # module-level identifiers, docstring and path words
-    doc: str = ""
-    errors: list[str] = field(default_factory=list)
-    is_test_file: bool = False
-    flows: list[tuple] = field(default_factory=list)  # where function values go (flowfacts.py)
-    # string literals worth matching against quoted messages: (scope qual, line, text); f-strings
-    # as templates with "{}" for each formatted value (retrieval/literals.py)
-    literals: list[tuple[str, int, str]] = field(default_factory=list)
-    # term frequencies of the whole text (comments and docstrings included): whole-file BM25
-    terms: dict[str, int] = field(default_factory=dict)
-
-
-def content_digest(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=12).hexdigest()
-
-
-def decode_source(data: bytes) -> tuple[str, str | None]:
-    """Text of a source file and an error message when bytes had to be replaced."""
-    try:
-        return data.decode("utf-8-sig"), None
-    except UnicodeDecodeError as exc:
-        return data.decode("utf-8", errors="replace"), f"non-UTF-8 bytes at offset {exc.start}; decoded with replacement"
-
-
-def is_test_path(path: str) -> bool:
-    return bool(_TEST_FILE.search(path))
 
 
 def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
@@ -124,15 +54,13 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
         digest = content_digest(text.encode("utf-8", "surrogatepass"))
     lines = split_lines(text)
     facts = FileFacts(path=path, digest=digest, lines=len(lines), is_test_file=is_test_path(path))
-    tree, errors = _parse_tolerant(text, lines)
+    tree, errors = parse_tolerant(text, lines)
     facts.errors.extend(errors)
     if tree is None:
-        _parso_defs(text, facts)
+        parso_defs(text, facts)
     else:
         visitor = _Visitor(facts, lines)
         visitor.run(tree)
-        from ctx_lsp.index.flowfacts import flow_facts  # imports chain_of from here: not at module level
-
         facts.flows = flow_facts(tree, visitor.col)
     facts.words = " ".join([_path_words(path), facts.words])[: MAX_WORDS * 8]
     facts.terms = _file_terms(text)
@@ -156,205 +84,8 @@ def keep_literal(text: str) -> bool:
     return 4 <= len(text) <= MAX_LITERAL and bool(_LITERAL_WORTH.search(text.strip()))
 
 
-def split_lines(text: str) -> list[str]:
-    """Lines as Python's tokenizer counts them (\\n, \\r\\n, \\r), unlike str.splitlines, which also
-    breaks at form feeds, \\v, \\x1c-\\x1e, \\x85 and U+2028/9 and so would shift every later line."""
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 def _path_words(path: str) -> str:
     return " ".join(p for p in re.split(r"[/._\-]+", path) if p and p != "py")
-
-
-_HEADER = re.compile(r"\s*(?:async\s+)?(def|class)\s+([A-Za-z_]\w*)")
-_COMPOUND = re.compile(r"\s*(if|elif|else|for|while|with|try|except|finally|async|match|case)\b")
-_AFTER_LINE = re.compile(r"on line (\d+)")
-
-
-def _indent(line: str) -> str:
-    return line[: len(line) - len(line.lstrip())]
-
-
-def _parse_tolerant(text: str, lines: list[str]) -> tuple[ast.Module | None, list[str]]:
-    try:
-        return ast.parse(text, type_comments=False), []
-    except (SyntaxError, ValueError) as exc:
-        first = [f"syntax error at line {getattr(exc, 'lineno', '?')}: {getattr(exc, 'msg', exc)}"]
-        work = list(lines)
-    except (RecursionError, MemoryError):
-        # CPython's parser gives up on expressions nested a few thousand deep (`"a" + "a" + ...`,
-        # `a.b.b...`, `----1`): leave those statements out and parse the rest.
-        work, first = _without_deep_statements(text, lines)
-        if not first:
-            first = ["expression nested too deeply to parse"]
-    # Repair line by line, keeping line numbers, until it parses: a broken def/class header becomes a
-    # minimal header of the same name (the definition and its body survive), a broken block header
-    # becomes `if True:`, any other offending line `pass`, and an unexpected indented block is blanked.
-    for _ in range(40):
-        try:
-            return ast.parse("\n".join(work)), first
-        except SyntaxError as exc:
-            lineno = exc.lineno or 0
-            msg = exc.msg or ""
-            if not 1 <= lineno <= len(work):
-                break
-            if msg.startswith("expected an indented block"):
-                after = _AFTER_LINE.search(msg)
-                header = int(after.group(1)) if after else lineno - 1
-                if 1 <= header <= len(work) and not work[header - 1].rstrip().endswith(" pass"):
-                    work[header - 1] = work[header - 1].rstrip() + " pass"
-                    continue
-            line = work[lineno - 1]
-            indent = _indent(line)
-            if msg.startswith(("unexpected indent", "unindent does not match", "inconsistent use of tabs")):
-                # blank the whole indented run at once rather than one parse per line
-                j = lineno - 1
-                while j < len(work) and (not work[j].strip() or len(_indent(work[j])) >= len(indent)):
-                    work[j] = ""
-                    j += 1
-                continue
-            opens_block = _opens_block(work, lineno - 1)
-            m = _HEADER.match(line)
-            if m and opens_block:
-                replacement = f"{indent}{m.group(1)} {m.group(2)}{'(*_a, **_k)' if m.group(1) == 'def' else ''}:"
-            elif opens_block and (_COMPOUND.match(line) or line.rstrip().endswith(":")):
-                replacement = indent + "if True:"
-            else:
-                replacement = indent + "pass"
-            if work[lineno - 1] == replacement:
-                # The error is structural (e.g. an unclosed bracket opened earlier); blank upwards.
-                if lineno >= 2 and work[lineno - 2].strip() and work[lineno - 2].strip() != "pass":
-                    prev = work[lineno - 2]
-                    work[lineno - 2] = _indent(prev) + "pass"
-                    continue
-                break
-            work[lineno - 1] = replacement
-        except (ValueError, RecursionError, MemoryError):
-            break
-    return None, [*first, "could not recover a syntax tree; only definitions were extracted (parso)"]
-
-
-_DEEP_CHECK_CHARS = 200  # a statement shorter than this cannot nest deep enough to defeat the parser
-
-
-def _without_deep_statements(text: str, lines: list[str]) -> tuple[list[str], list[str]]:
-    """`lines` with each logical line the parser cannot nest deep enough for replaced by `pass` (a block
-    header by a header of the same kind), line numbers kept; and one message per statement left out."""
-    work = list(lines)
-    errors: list[str] = []
-    for first, last in _logical_lines(text):
-        if sum(len(line) for line in lines[first - 1 : last]) < _DEEP_CHECK_CHARS:
-            continue
-        stmt = "\n".join(lines[first - 1 : last]).lstrip()
-        header = _too_deep(stmt)
-        if header is None:
-            continue
-        indent = _indent(lines[first - 1])
-        m = _HEADER.match(stmt)
-        if header and m:
-            replacement = f"{m.group(1)} {m.group(2)}{'(*_a, **_k)' if m.group(1) == 'def' else ''}:"
-        elif header:
-            keyword = stmt.split(None, 1)[0].rstrip(":")
-            replacement = {"elif": "elif True:", "except": "except Exception:"}.get(keyword, "if True:")
-        else:
-            replacement = "pass"
-        work[first - 1] = indent + replacement
-        for i in range(first, last):
-            work[i] = ""
-        errors.append(f"line {first}: expression nested too deeply to parse; the statement was left out")
-    return work, errors
-
-
-def _logical_lines(text: str) -> list[tuple[int, int]]:
-    """(first, last) 1-based physical lines of each logical line, as far as the text tokenizes."""
-    spans: list[tuple[int, int]] = []
-    start = 0
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type in _NON_CODE:
-                continue
-            if not start:
-                start = tok.start[0]
-            if tok.type == tokenize.NEWLINE:
-                spans.append((start, tok.start[0]))
-                start = 0
-    except (tokenize.TokenError, SyntaxError, RecursionError):
-        pass  # the statements before the damage are still checked
-    return spans
-
-
-_NON_CODE = frozenset({tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER,
-                       tokenize.ENCODING})
-
-
-def _too_deep(stmt: str) -> bool | None:
-    """Whether one statement, parsed alone, defeats the parser by nesting: None when it does not, else
-    whether it is a block header (True) or a simple statement (False)."""
-    if stmt.startswith("elif"):
-        candidates = [("if" + stmt[4:] + "\n pass", True)]
-    elif stmt.startswith("except"):
-        candidates = [("try: pass\n" + stmt + "\n pass", True)]
-    else:
-        candidates = [(stmt, False), (stmt + "\n pass", True)]
-        if stmt.startswith("@"):
-            candidates.append((stmt + "\ndef _(): pass", False))
-    for source, header in candidates:
-        try:
-            ast.parse(source)
-            return None
-        except (SyntaxError, ValueError):
-            continue
-        except (RecursionError, MemoryError):
-            return header
-    return None
-
-
-def _opens_block(work: list[str], i: int) -> bool:
-    """Whether the next non-blank line after index i is indented deeper than line i."""
-    ind = len(_indent(work[i]))
-    for j in range(i + 1, len(work)):
-        if work[j].strip():
-            return len(_indent(work[j])) > ind
-    return False
-
-
-def _parso_defs(text: str, facts: FileFacts) -> None:
-    try:
-        import parso
-
-        module = parso.parse(text, error_recovery=True)
-    except Exception as exc:  # parso is the last resort; report and keep nothing
-        facts.errors.append(f"parso failed: {exc}")
-        return
-
-    def walk(node: Any, prefix: str, in_class: bool) -> None:
-        for child in getattr(node, "children", []):
-            kind = child.type
-            if kind in ("funcdef", "classdef"):
-                name = child.name.value
-                qual = f"{prefix}{name}"
-                is_class = kind == "classdef"
-                dkind = "class" if is_class else ("method" if in_class else "function")
-                facts.defs.append(
-                    Def(
-                        qual=qual, kind=dkind, start=child.start_pos[0], end=child.end_pos[0],
-                        line=child.start_pos[0], col=child.name.start_pos[1],
-                        signature=child.get_code(include_prefix=False).split("\n", 1)[0].strip()[:MAX_SIGNATURE],
-                    )
-                )
-                walk(child, qual + ".", is_class)
-            elif kind in ("suite", "decorated", "async_stmt", "async_funcdef", "error_node"):
-                walk(child, prefix, in_class)
-
-    try:
-        walk(module, "", False)
-    except RecursionError:
-        facts.errors.append("definitions nested too deeply; only the outer ones were extracted")
 
 
 def _first_doc_line(node: ast.AST) -> str:
@@ -373,166 +104,6 @@ def _first_doc_line(node: ast.AST) -> str:
             continue
         para.append(line.strip())
     return " ".join(para)[:240]
-
-
-def returned_name(value: ast.AST | None) -> ast.Name | None:
-    """The name a `return` hands out, seen through the helpers decorators wrap it in:
-    `update_wrapper(wrapper, f)`, `wraps(f)(wrapper)`, `cast(F, wrapper)` (functools, typing)."""
-    while value is not None:
-        if isinstance(value, ast.Name):
-            return value
-        if not isinstance(value, ast.Call):
-            return None
-        func = value.func
-        head = chain_of(func.func) if isinstance(func, ast.Call) else chain_of(func)
-        name = head[-1].removesuffix("()") if head else ""
-        if isinstance(func, ast.Call) and name == "wraps" and value.args:
-            value = value.args[0]
-        elif name == "update_wrapper" and value.args:
-            value = value.args[0]
-        elif _is_cast(value):
-            value = value.args[1]
-        else:
-            return None
-    return None
-
-
-def chain_of(node: ast.AST) -> Chain | None:
-    """The dotted chain of an expression, or None when it is not a plain name/attribute/call chain."""
-    parts: list[str] = []
-    cur = node
-    called = False
-    while True:
-        if isinstance(cur, ast.Call):
-            if called:
-                return None  # f()() : give up
-            called = True
-            cur = cur.func
-            continue
-        if isinstance(cur, ast.Attribute):
-            parts.append(cur.attr + "()" if called else cur.attr)
-            called = False
-            cur = cur.value
-            continue
-        if isinstance(cur, ast.Name):
-            parts.append(cur.id + "()" if called else cur.id)
-            break
-        return None
-    parts.reverse()
-    return tuple(parts)
-
-
-def _unquote(node: ast.AST | None) -> ast.AST | None:
-    """A string annotation's expression (`"Command"`, `"type[T]"`); None if it does not parse."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        try:
-            return ast.parse(node.value, mode="eval").body
-        except UNPARSABLE:
-            return None
-    return node
-
-
-def type_chain(node: ast.AST | None) -> Chain | None:
-    """The type an annotation names, as an instance-producing chain; unwraps Optional/Union-with-None."""
-    node = _unquote(node)
-    if node is None:
-        return None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        sides = [s for s in (node.left, node.right) if not (isinstance(s, ast.Constant) and s.value is None)]
-        return type_chain(sides[0]) if len(sides) == 1 else None
-    if isinstance(node, ast.Subscript):
-        head = chain_of(node.value)
-        if head and head[-1] in ("Optional", "Annotated", "Type", "type", "ClassVar", "Final"):
-            inner = node.slice
-            if isinstance(inner, ast.Tuple):
-                inner = inner.elts[0] if head[-1] == "Annotated" and inner.elts else inner
-            sub = type_chain(inner)
-            if sub and head[-1] in ("Type", "type"):
-                return sub[:-1] + (sub[-1][:-2],)  # type[X] is the class itself, not an instance
-            return sub
-        if head and head[-1] == "Union" and isinstance(node.slice, ast.Tuple):
-            sides = [s for s in node.slice.elts if not (isinstance(s, ast.Constant) and s.value is None)]
-            return type_chain(sides[0]) if len(sides) == 1 else None
-        if head and not any(seg.endswith("()") for seg in head):
-            return head[:-1] + (head[-1] + "()",)  # a generic: list[str] is a list, Registry[T] a Registry
-        return None
-    chain = chain_of(node)
-    if chain is None or chain[-1].endswith("()"):
-        return None
-    return chain[:-1] + (chain[-1] + "()",)
-
-
-def callable_result(node: ast.AST | None) -> Chain | None:
-    """R of a `Callable[[...], R]` return annotation (or of the Callable member of a union such as
-    click's `Group | Callable[[F], Group | GrpType]`): what a decorator factory's decorator returns.
-    A union R takes its first member."""
-    node = _unquote(node)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        return callable_result(node.left) or callable_result(node.right)
-    if not isinstance(node, ast.Subscript):
-        return None
-    head = chain_of(node.value)
-    if not head or head[-1] != "Callable" or not isinstance(node.slice, ast.Tuple) or len(node.slice.elts) != 2:
-        return None
-    result = node.slice.elts[1]
-    while isinstance(result, ast.BinOp) and isinstance(result.op, ast.BitOr):
-        result = result.left
-    return type_chain(result)
-
-
-# The type chain of a value built into the language (a literal, a display, a comprehension): its
-# methods are never the project's, so the binder resolves it to "outside the workspace".
-EXT_CHAIN: Chain = ("<ext>()",)
-_BUILTIN_VALUES = (ast.List, ast.ListComp, ast.Dict, ast.DictComp, ast.Set, ast.SetComp, ast.Tuple, ast.JoinedStr,
-                   ast.GeneratorExp)
-
-
-# The head of a chain naming a pytest fixture: (FIXTURE, name) is the value fixture `name` provides.
-FIXTURE = "<fixture>"
-
-
-def is_fixture(decorators: list[Chain]) -> bool:
-    """`@pytest.fixture`, `@fixture`, `@pytest.fixture(...)`."""
-    return any(c[-1] in ("fixture", "fixture()") for c in decorators)
-
-
-def _value_chain(node: ast.AST | None) -> Chain | None:
-    """The chain of an assigned value when it can name a type or symbol (calls and plain names)."""
-    if node is None:
-        return None
-    if isinstance(node, ast.Await):
-        node = node.value
-    if isinstance(node, _BUILTIN_VALUES):
-        return EXT_CHAIN
-    if isinstance(node, ast.Constant):
-        return EXT_CHAIN if node.value is not None and node.value is not ... else None
-    if _is_cast(node):
-        return _value_chain(node.args[1])  # type: ignore[attr-defined]
-    return chain_of(node)
-
-
-def _is_cast(node: ast.AST) -> bool:
-    """`cast(T, x)` / `typing.cast(T, x)` / `t.cast(T, x)`: x at run time."""
-    if not isinstance(node, ast.Call) or len(node.args) != 2:
-        return False
-    head = chain_of(node.func)
-    return head is not None and head[-1] == "cast"
-
-
-def _typevar_bound(node: ast.AST | None) -> Chain | None:
-    """`TypeVar("T", bound=X)` -> X's chain (the class), so `type[T]` and `x: T` mean X. A TypeVar
-    without a bound (or with constraints) stays unknown."""
-    if not isinstance(node, ast.Call):
-        return None
-    head = chain_of(node.func)
-    if head is None or head[-1] != "TypeVar":
-        return None
-    for kw in node.keywords:
-        if kw.arg == "bound":
-            bound = _unquote(kw.value)
-            chain = chain_of(bound) if bound is not None else None
-            return chain if chain is not None and not chain[-1].endswith("()") else None
-    return None
 
 
 class _Visitor:
@@ -655,7 +226,7 @@ class _Visitor:
             self.body(node.finalbody)  # type: ignore[attr-defined]
         elif isinstance(node, ast.Assign):
             self.expr(node.value)
-            value = _typevar_bound(node.value) or _value_chain(node.value)
+            value = typevar_bound(node.value) or value_chain(node.value)
             for target in node.targets:
                 self.assign_target(target, value, node)
                 self.expr_store(target)
@@ -663,7 +234,7 @@ class _Visitor:
             if node.value is not None:
                 self.expr(node.value)
             self.annotation(node.annotation)
-            self.assign_target(node.target, type_chain(node.annotation) or _value_chain(node.value), node,
+            self.assign_target(node.target, type_chain(node.annotation) or value_chain(node.value), node,
                                annotated=True)
             self.expr_store(node.target)
         elif isinstance(node, ast.AugAssign):
@@ -679,7 +250,7 @@ class _Visitor:
             for item in node.items:
                 self.expr(item.context_expr)
                 if item.optional_vars is not None:
-                    self.assign_target(item.optional_vars, _value_chain(item.context_expr), node)
+                    self.assign_target(item.optional_vars, value_chain(item.context_expr), node)
                     self.expr_store(item.optional_vars)
             self.body(node.body)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
@@ -789,13 +360,13 @@ class _Visitor:
         named = returned_name(value)
         if d.returns_def is None and named is not None and f"{d.qual}.{named.id}" in self.defs_by_qual:
             d.returns_def = named.id
-        if d.returns_call is None and isinstance(value, ast.Call) and not _is_cast(value):
+        if d.returns_call is None and isinstance(value, ast.Call) and not is_cast(value):
             callee = chain_of(value.func)  # `return option(*decls)`: option's decorator
             if callee is not None and not callee[-1].endswith("()"):
                 d.returns_call = callee
         if d.returns is not None:
             return
-        chain = _value_chain(value)
+        chain = value_chain(value)
         if chain and chain[-1].endswith("()"):
             d.returns = chain
         elif isinstance(value, ast.Name) and value.id in d.locals and d.locals[value.id]:
@@ -1090,18 +661,6 @@ class _Visitor:
                 stack.append(cur.value)
             else:
                 stack.extend(child_nodes(cur))
-
-
-def child_nodes(node: ast.AST) -> list[ast.AST]:
-    """`list(ast.iter_child_nodes(node))`, same order, without its generator layers (extraction's hot path)."""
-    out: list[ast.AST] = []
-    for name in node._fields:
-        v = getattr(node, name, None)
-        if isinstance(v, ast.AST):
-            out.append(v)
-        elif v.__class__ is list:
-            out.extend(x for x in v if isinstance(x, ast.AST))
-    return out
 
 
 def _is_type_checking(test: ast.expr) -> bool:

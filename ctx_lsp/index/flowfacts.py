@@ -40,7 +40,8 @@ import builtins
 from collections import deque
 from collections.abc import Callable
 
-from ctx_lsp.index.extract import Chain, chain_of, child_nodes
+from ctx_lsp.index.chains import chain_of, child_nodes
+from ctx_lsp.index.facts import Chain
 
 Flow = tuple[str, str, int, int, Chain, str]
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from ctx_lsp.index.bind import Binder, FileBinding
 from ctx_lsp.index.discovery import read_source
-from ctx_lsp.index.extract import CALL, Def, FileFacts, content_digest, decode_source
+from ctx_lsp.index.facts import CALL, Def, FileFacts, content_digest, decode_source
 from ctx_lsp.index.model import RESOLVER_JEDI, Edge, EdgeKind, symbol_id
 from ctx_lsp.index.store import edge_from_wire, edge_to_wire
 from ctx_lsp.index.workspace import WorkspaceIndex

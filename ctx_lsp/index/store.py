@@ -23,7 +23,7 @@ import msgpack
 from ctx_lsp import __version__
 from ctx_lsp.index.bind import FileBinding
 from ctx_lsp.index.cachedir import CACHE_ENV, default_cache_dir  # noqa: F401  (re-exported)
-from ctx_lsp.index.extract import Def, FileFacts, Import, Site
+from ctx_lsp.index.facts import Def, FileFacts, Import, Site
 from ctx_lsp.index.model import Edge
 
 log = logging.getLogger(__name__)
@@ -39,8 +39,8 @@ def _code_digest() -> str:
     or binding code (a development checkout between releases) is rebuilt, not trusted."""
     h = hashlib.sha1()
     pkg = Path(__file__).parent.parent  # ctx_lsp/
-    for name in ("index/extract.py", "index/flowfacts.py", "index/bind.py", "index/flow.py", "index/model.py",
-                 "index/store.py", "retrieval/text.py"):
+    for name in ("index/facts.py", "index/chains.py", "index/parse.py", "index/extract.py", "index/flowfacts.py",
+                 "index/bind.py", "index/flow.py", "index/model.py", "index/store.py", "retrieval/text.py"):
         h.update((pkg / name).read_bytes())
     return h.hexdigest()[:16]
 

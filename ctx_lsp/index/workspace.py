@@ -30,7 +30,8 @@ from ctx_lsp.index.bind import (
     name_dep,
 )
 from ctx_lsp.index.discovery import DELETED, FileFilter, discover, read_source, too_large
-from ctx_lsp.index.extract import FileFacts, content_digest, decode_source, extract
+from ctx_lsp.index.extract import extract
+from ctx_lsp.index.facts import FileFacts, content_digest, decode_source
 from ctx_lsp.index.flow import FLOW_KEY, flow_edges
 from ctx_lsp.index.graph import CodeGraph
 from ctx_lsp.index.model import Edge, EdgeKind, Node, NodeKind, symbol_id

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctx_lsp.index.extract import is_test_path
+from ctx_lsp.index.facts import is_test_path
 from ctx_lsp.retrieval.embedder import DenseUnavailable, Embedder, ModelSource, resolve_model
 from ctx_lsp.retrieval.text import terms
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ctx_lsp.index.extract import is_test_path, split_lines
+from ctx_lsp.index.facts import is_test_path, split_lines
 from ctx_lsp.index.model import NodeKind
 from ctx_lsp.retrieval.evidence import TaskEvidence, cap_text, extract_evidence
 from ctx_lsp.retrieval.expand import edges_for, expand

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ctx_lsp.index.extract import is_test_path
+from ctx_lsp.index.facts import is_test_path
 from ctx_lsp.index.model import RESOLVER_IMPORT, EdgeKind
 from ctx_lsp.retrieval.plan import Plan
 from ctx_lsp.retrieval.score import Candidates

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ctx_lsp.index.extract import FileFacts
+from ctx_lsp.index.facts import FileFacts
 from ctx_lsp.index.model import symbol_id
 from ctx_lsp.retrieval.text import term_counts, terms
 

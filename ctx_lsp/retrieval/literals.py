@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ctx_lsp.index.extract import FileFacts
+from ctx_lsp.index.facts import FileFacts
 from ctx_lsp.index.model import symbol_id
 
 _PLACEHOLDER = re.compile(r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdifrxXegGc%]|\{[^{}]*\}")

@@ -12,7 +12,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from ctx_lsp.index.extract import Def
+from ctx_lsp.index.facts import Def
 from ctx_lsp.index.model import EdgeKind, Node
 from ctx_lsp.server.server import Ctx, CtxLanguageServer, guarded
 

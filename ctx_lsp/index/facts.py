@@ -1,0 +1,122 @@
+"""What the syntactic pass records about one file (`FileFacts`: defs, imports, sites) and the small
+helpers every reader of a file shares (digest, decoding, line splitting, test paths).
+
+A *chain* is a dotted expression as a tuple of segments; a segment ending in "()" is a call:
+`self.repo.get_session().send` is ("self", "repo", "get_session()", "send"). No logic beyond that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+
+Chain = tuple[str, ...]
+
+
+MAX_SIGNATURE = 240
+
+
+_TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$|(^|/)(tests?|testing)/[^/]*\.py$|(^|/)conftest\.py$")
+
+
+# what ast.parse raises on text it cannot take: bad syntax, NUL bytes, nesting too deep for the parser
+UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
+
+
+# site kinds
+CALL = "call"
+
+
+REF = "ref"
+
+
+@dataclass(slots=True)
+class Def:
+    qual: str
+    kind: str  # class | function | method | variable | test
+    start: int
+    end: int
+    line: int  # line of the `def`/`class` keyword (decorators excluded)
+    col: int  # column of the defined name
+    signature: str = ""
+    doc: str = ""
+    bases: list[Chain] = field(default_factory=list)
+    decorators: list[Chain] = field(default_factory=list)
+    returns: Chain | None = None  # type of the value returned (a call chain), resolved in this def's scope
+    value: Chain | None = None  # variables: the chain assigned to it
+    attrs: dict[str, tuple[str, Chain]] = field(default_factory=dict)  # class: attr -> (scope, type chain)
+    locals: dict[str, Chain | None] = field(default_factory=dict)  # function: local -> type chain or None
+    words: str = ""  # identifiers and short string literals, for lexical search
+    returns_def: str | None = None  # a nested def some `return` hands out by name (a decorator factory's)
+    returns_call: Chain | None = None  # the callee of a `return g(...)`: this def returns what g returns
+    call_returns: Chain | None = None  # R of a `-> Callable[..., R]` annotation: what its result returns
+
+
+@dataclass(slots=True)
+class Import:
+    scope: str  # "" for module level
+    line: int
+    col: int
+    module: str  # dotted module as written (without leading dots)
+    name: str | None  # `from module import name`; None for `import module`
+    asname: str | None
+    level: int  # relative import level
+    guarded: str = ""  # "" | "try" | "type_checking"
+
+
+@dataclass(slots=True)
+class Site:
+    scope: str  # qual of the innermost enclosing def, "" for module level
+    line: int
+    col: int  # column of the last segment (where jedi's goto should look)
+    chain: Chain
+    kind: str  # call | ref
+
+
+@dataclass(slots=True)
+class FileFacts:
+    path: str
+    digest: str
+    lines: int
+    defs: list[Def] = field(default_factory=list)
+    imports: list[Import] = field(default_factory=list)
+    sites: list[Site] = field(default_factory=list)
+    all_names: list[str] | None = None
+    words: str = ""  # module-level identifiers, docstring and path words
+    doc: str = ""
+    errors: list[str] = field(default_factory=list)
+    is_test_file: bool = False
+    flows: list[tuple] = field(default_factory=list)  # where function values go (flowfacts.py)
+    # string literals worth matching against quoted messages: (scope qual, line, text); f-strings
+    # as templates with "{}" for each formatted value (retrieval/literals.py)
+    literals: list[tuple[str, int, str]] = field(default_factory=list)
+    # term frequencies of the whole text (comments and docstrings included): whole-file BM25
+    terms: dict[str, int] = field(default_factory=dict)
+
+
+def content_digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=12).hexdigest()
+
+
+def decode_source(data: bytes) -> tuple[str, str | None]:
+    """Text of a source file and an error message when bytes had to be replaced."""
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError as exc:
+        return data.decode("utf-8", errors="replace"), f"non-UTF-8 bytes at offset {exc.start}; decoded with replacement"
+
+
+def is_test_path(path: str) -> bool:
+    return bool(_TEST_FILE.search(path))
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as Python's tokenizer counts them (\\n, \\r\\n, \\r), unlike str.splitlines, which also
+    breaks at form feeds, \\v, \\x1c-\\x1e, \\x85 and U+2028/9 and so would shift every later line."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
