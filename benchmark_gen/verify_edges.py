@@ -32,10 +32,11 @@ from typing import Any
 from benchmark_gen.oracle_pyright import Loc, PyrightOracle, langserver_path
 from benchmark_gen.oracle_trace import SYNTHETIC as SYNTHETIC_CODE
 from benchmark_gen.oracle_trace import CodeMapper, run_traced
-from ctx_lsp.index.bind import EXT, Binder
+from ctx_lsp.index.bind import Binder
 from ctx_lsp.index.chains import returned_name
 from ctx_lsp.index.facts import Def, FileFacts, Site
 from ctx_lsp.index.model import RESOLVER_FLOW, Edge, EdgeKind, Node, symbol_id
+from ctx_lsp.index.modules import EXT
 from ctx_lsp.index.workspace import WorkspaceIndex
 
 CHECKED_KINDS = (

@@ -28,7 +28,7 @@ from ctx_lsp.index.model import Edge
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 8  # 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (bind.name_dep); 5: per-file payload packed as one inner blob
+SCHEMA = 8  # 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
 MAGIC = b"ctx-lsp\n"
 _PREFIX = len(MAGIC) + 4  # MAGIC, then the CRC-32 (big-endian) of everything after it
 _UNICODE = "surrogatepass"  # any Python str packs and unpacks losslessly
@@ -40,7 +40,8 @@ def _code_digest() -> str:
     h = hashlib.sha1()
     pkg = Path(__file__).parent.parent  # ctx_lsp/
     for name in ("index/facts.py", "index/chains.py", "index/parse.py", "index/extract.py", "index/flowfacts.py",
-                 "index/bind.py", "index/flow.py", "index/model.py", "index/store.py", "retrieval/text.py"):
+                 "index/modules.py", "index/evaluate.py", "index/bind.py", "index/flow.py", "index/model.py",
+                 "index/store.py", "retrieval/text.py"):
         h.update((pkg / name).read_bytes())
     return h.hexdigest()[:16]
 

@@ -20,21 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctx_lsp.index.bind import (
-    PATH_DEP,
-    Binder,
-    FileBinding,
-    Workspace,
-    changed_names,
-    interface_parts,
-    name_dep,
-)
+from ctx_lsp.index.bind import Binder, FileBinding
 from ctx_lsp.index.discovery import DELETED, FileFilter, discover, read_source, too_large
 from ctx_lsp.index.extract import extract
 from ctx_lsp.index.facts import FileFacts, content_digest, decode_source
 from ctx_lsp.index.flow import FLOW_KEY, flow_edges
 from ctx_lsp.index.graph import CodeGraph
 from ctx_lsp.index.model import Edge, EdgeKind, Node, NodeKind, symbol_id
+from ctx_lsp.index.modules import PATH_DEP, Workspace, changed_names, interface_parts, name_dep
 from ctx_lsp.index.store import (
     IndexStore,
     binding_from_wire,
@@ -402,14 +395,14 @@ class WorkspaceIndex:
         if added_or_removed or not old_ws.info:
             self.ws = Workspace(self.facts, previous=old_ws)
         else:
-            from ctx_lsp.index.bind import build_module_info
+            from ctx_lsp.index.modules import build_module_info
 
             for p, f in changed.items():
                 if f is not None:
                     self.ws.info[p] = build_module_info(f, self.ws.canonical[p])
             self.ws._class_cache.clear()
         ws = self.ws
-        # dependency keys whose meaning changed: top-level names of changed files (see bind.name_dep),
+        # dependency keys whose meaning changed: top-level names of changed files (see modules.name_dep),
         # whole files found by path (conftest.py), and module names whose mapping changed
         names: set[str] = set()
         for p, f in changed.items():

@@ -15,8 +15,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from ctx_lsp.index.bind import Workspace
 from ctx_lsp.index.facts import FileFacts, is_test_path
+from ctx_lsp.index.modules import Workspace
 from ctx_lsp.retrieval.lexical import EPSILON, K1, B
 from ctx_lsp.retrieval.score import Candidate
 from ctx_lsp.retrieval.text import split_identifier, stem, terms

@@ -17,9 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ctx_lsp.index.bind import Binder, Workspace, build_module_info
+from ctx_lsp.index.bind import Binder
 from ctx_lsp.index.extract import extract
 from ctx_lsp.index.model import EdgeKind, Node
+from ctx_lsp.index.modules import Workspace, build_module_info
 from ctx_lsp.retrieval.evidence import Frame
 from ctx_lsp.retrieval.text import split_identifier
 
