@@ -247,7 +247,7 @@ class Engine:
         if e.extra:
             item["names"] = list(e.extra)
         if n.kind == "commit":
-            from ctx_lsp.sources.history import commit_info
+            from ctx_lsp.sources.git import commit_info
 
             item["commit"] = commit_info(n)  # hash, date, author, email, subject
         out.append(item)

@@ -17,7 +17,8 @@ import pytest
 
 from ctx_lsp.engine import Engine
 from ctx_lsp.index.workspace import WorkspaceIndex
-from ctx_lsp.sources.history import attach_history, map_ranges
+from ctx_lsp.sources.history import attach_history
+from ctx_lsp.sources.line_map import map_ranges
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary")
 
