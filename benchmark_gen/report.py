@@ -105,7 +105,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                 rows.append([scope, LABELS.get(other, other)] + cells + [ms.get("R@10", {}).get("verdict", "-")])
         out += _table(headers, rows) + [""]
     if report.get("edges"):
-        from benchmark_gen.verify_edges import render_accuracy_section
+        from benchmark_gen.verify_report import render_accuracy_section
 
         try:
             out += [render_accuracy_section(report["edges"]), ""]

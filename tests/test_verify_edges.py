@@ -13,22 +13,11 @@ import pytest
 
 from benchmark_gen.oracle_pyright import PyrightOracle, cp_to_utf16, langserver_path, utf16_to_cp
 from benchmark_gen.oracle_trace import CodeMapper, python_argv, run_traced
-from benchmark_gen.verify_edges import (
-    AGREE,
-    DISAGREE,
-    UNRESOLVED,
-    Judge,
-    Verdict,
-    Workspace,
-    dynamic_recall,
-    render_accuracy_section,
-    render_markdown,
-    sample_edges,
-    stratified,
-    summarize_precision,
-    verify,
-    wilson,
-)
+from benchmark_gen.verify_edges import verify
+from benchmark_gen.verify_precision import AGREE, DISAGREE, UNRESOLVED, Judge, Verdict
+from benchmark_gen.verify_recall import dynamic_recall
+from benchmark_gen.verify_report import render_accuracy_section, render_markdown, summarize_precision
+from benchmark_gen.verify_sampling import Workspace, sample_edges, stratified, wilson
 from ctx_lsp.index.bind import Binder
 from ctx_lsp.index.model import Edge
 from ctx_lsp.index.workspace import WorkspaceIndex
