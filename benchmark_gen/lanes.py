@@ -24,15 +24,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchmark_gen.common import code_tokens, read_text, stable_hash, subwords
+from benchmark_gen.gen_context import Context
 from benchmark_gen.relations import CALLS, IMP, INH, INST, OVR, REFS, callers, span
 from benchmark_gen.sampling import MAX_GOLD, is_test_code, trivial
 from ctx_lsp.index.model import Node
-
-if TYPE_CHECKING:
-    from benchmark_gen.generate import Context
 
 Record = Callable[..., dict[str, Any]]
 CODE = ("class", "function", "method")
