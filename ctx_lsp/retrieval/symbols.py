@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ctx_lsp.graph import CodeGraph
+from ctx_lsp.index.graph import CodeGraph
 from ctx_lsp.retrieval.lexical import LexicalIndex
 from ctx_lsp.retrieval.score import Candidate
 
