@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ctx_lsp.retrieval.evidence import TaskEvidence
-from ctx_lsp.retrieval.generators import Query
 from ctx_lsp.retrieval.grounding import bind_snippets, map_frames
+
+if TYPE_CHECKING:
+    from ctx_lsp.retrieval.generators import Query
 
 W_SNIPPET = 2.6
 W_TRACEBACK = 3.0
