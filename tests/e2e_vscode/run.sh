@@ -24,7 +24,7 @@ log() { printf '[e2e +%ss] %s\n' "$(($(date +%s) - t_start))" "$*" >&2; }
 
 [ -n "$PYTHON" ] || { log "no python3 on PATH (set CTX_E2E_PYTHON)"; exit 1; }
 PYTHON=$(command -v "$PYTHON")
-"$PYTHON" -c 'import ctx_lsp.server' || { log "ctx_lsp.server is not importable with $PYTHON (pip install -e $ROOT)"; exit 1; }
+"$PYTHON" -c 'import ctx_lsp.server.serve' || { log "ctx_lsp.server is not importable with $PYTHON (pip install -e $ROOT)"; exit 1; }
 
 # 1. Toolchain (code-server, Node 24, Chromium, playwright-core) --------------------------------
 [ -x "$SETUP" ] || { log "vscode-e2e setup not found at $SETUP"; exit 1; }
