@@ -7,8 +7,8 @@ to the importer's own packages: Python runs those before the importer, so they a
 
 Layers, from the bottom: the core (`ctx_lsp.index`, `ctx_lsp.sources`, `ctx_lsp.retrieval`,
 `ctx_lsp.engine`) never imports an adapter (`ctx_lsp.cli`, `ctx_lsp.mcp`, `ctx_lsp.server`,
-`ctx_lsp.daemon`, `ctx_lsp.workspace_args`); retrieval never imports the server; nothing in `ctx_lsp` imports `benchmark_gen`;
-`benchmark_gen` never imports the server.
+`ctx_lsp.daemon`, `ctx_lsp.workspace_args`); retrieval never imports the server; nothing in
+`ctx_lsp` imports `benchmark_gen`; `benchmark_gen` never imports the server.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Architecture invariants (docs/architecture.md), checked mechanically.
 
-- The core (ctx_lsp/*.py except ctx_lsp/server/, and ctx_lsp/retrieval/) never imports pygls or lsprotocol:
+- Every ctx_lsp module outside ctx_lsp/server/ never imports pygls or lsprotocol:
   checked at run time (a fresh interpreter's sys.modules) and statically (imports inside functions too).
 - benchmark_gen never imports ctx_lsp.server (static check of every source file).
 - Every edge of an indexed real project records its site and resolver.

@@ -7,7 +7,7 @@ come back as MCP tool errors (`is_error=True`) with a one-line message.
 
 stdout is the JSON-RPC wire: nothing here prints; logging goes to stderr. While serving, the SDK
 also points fd 1 at stderr, so stray output from libraries cannot corrupt the wire.
-Part of the core: never imports pygls or lsprotocol.
+An adapter beside the language server: never imports pygls or lsprotocol.
 """
 
 from __future__ import annotations

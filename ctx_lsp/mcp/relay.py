@@ -2,7 +2,7 @@
 
 Same four calls as `bridge.Bridge` (the daemon runs them with a Bridge over its warm engine, with
 this bridge's own working memory); when the daemon cannot be reached, the calls run in-process on a
-local Bridge instead, opened on first need. Part of the core: never imports pygls or lsprotocol.
+local Bridge instead, opened on first need. Never imports pygls or lsprotocol.
 """
 
 from __future__ import annotations
