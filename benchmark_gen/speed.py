@@ -2,7 +2,8 @@
 
 Per root, with a fresh cache directory:
 - cold_queryable_s: a fresh subprocess builds the index from nothing; seconds from its launch (interpreter
-  start and imports included, as a user experiences them) until it has answered a graph query.
+  start and imports included, as a user experiences them) until it has answered a graph query. As in
+  the CLI, the cache is then written by a forked child (WorkspaceIndex.background_save), not before.
 - refined_s: seconds from that same launch until jedi refinement of the whole index completed (null with
   --no-refine, or when --refine-budget stopped it first; `refine_complete` says which).
 - peak_rss_mb: ru_maxrss of the cold-build process when it became queryable (extraction workers, used
@@ -102,6 +103,7 @@ def child_cold(root: Path, cache: Path, refine: bool, budget: float | None) -> N
     from ctx_lsp.index.workspace import WorkspaceIndex
 
     index = WorkspaceIndex(root, cache_dir=cache)
+    index.background_save = True  # as the CLI does: queryable before the cache is written
     index.load_or_build()
     _probe_query(index)
     lines = sum(f.lines for f in index.facts.values())

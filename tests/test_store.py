@@ -192,3 +192,48 @@ def test_nothing_is_written_outside_the_cache_dir(ws: tuple[Path, Path]) -> None
     idx.save()
     assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
     assert [p.name for p in cache.iterdir()] == ["index.msgpack"]
+
+
+_BACKGROUND_SCRIPT = """
+import os, sys, time
+from pathlib import Path
+from ctx_lsp.index.workspace import WorkspaceIndex
+
+root, cache, fail_child = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "fail"
+parent = os.getpid()
+if fail_child:  # the forked writer dies; the parent must notice and write the cache itself
+    real = WorkspaceIndex._write_cache
+    def flaky(self):
+        if os.getpid() != parent:
+            raise RuntimeError("disk on fire")
+        real(self)
+    WorkspaceIndex._write_cache = flaky
+idx = WorkspaceIndex(root, cache_dir=cache, workers=1)
+idx.background_save = True
+idx.load_or_build()
+print("forked" if idx._saver else "inline", flush=True)
+idx.update_file("pkg/a.py", "def helper():\\n    return 2\\n")
+idx.save(background=True)  # waits for the first write, then writes again: never two at once
+print("answered", flush=True)
+"""
+
+
+@pytest.mark.parametrize("child", ["ok", "fail"])
+def test_a_background_save_answers_first_and_the_process_exits_with_its_cache_written(
+        ws: tuple[Path, Path], child: str) -> None:
+    import subprocess
+    import sys
+
+    root, cache = ws
+    out = subprocess.run([sys.executable, "-c", _BACKGROUND_SCRIPT, str(root), str(cache), child],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["forked", "answered"]  # the child never repeats the parent's output
+    if child == "fail":
+        assert "writing it in process" in out.stderr
+    # the cache holds the last state, complete: a fresh index starts warm and reads nothing
+    warm = WorkspaceIndex(root, cache_dir=cache, workers=1)
+    report = warm.load_or_build()
+    assert report.warm and report.extracted == 0
+    assert [n.qualname for n in warm.graph.nodes() if n.path == "pkg/a.py" and n.qualname] == ["helper"]
+    assert not list(cache.glob("*.tmp*"))

@@ -188,6 +188,7 @@ def open_engine(args: argparse.Namespace, progress: Any = None, dense: Any = Non
 
     engine = Engine(workspace_root(args), cache_dir=Path(args.cache_dir) if args.cache_dir else None, flt=file_filter(args),
                     dense=dense)
+    engine.index.background_save = True  # answer first; the process exits once the cache is written
     engine.open(progress)
     return engine
 

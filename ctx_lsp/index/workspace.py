@@ -8,11 +8,14 @@ module whose interface (names, kinds, bases, imports, types) or module-name mapp
 
 from __future__ import annotations
 
+import atexit
 import gc
 import logging
 import os
+import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -200,6 +203,16 @@ def _decode_cache(cached: dict[str, Any]) -> tuple[dict[str, FileFacts], dict[st
         return None
 
 
+_PENDING: weakref.WeakSet[WorkspaceIndex] = weakref.WeakSet()  # indexes with a cache write in flight
+
+
+@atexit.register
+def _wait_for_cache_writes() -> None:
+    """A process exits only once its cache is written (`ctx-lsp index` promises a cache)."""
+    for index in list(_PENDING):
+        index.wait_saved()
+
+
 def nodes_of(facts: FileFacts) -> list[Node]:
     """The graph nodes one file defines: the file itself, then its symbols in source order."""
     nodes = [Node(facts.path, NodeKind.FILE.value, facts.path, None, 1, max(facts.lines, 1), "", facts.doc)]
@@ -231,6 +244,10 @@ class WorkspaceIndex:
         self._flow_inputs: dict[str, tuple[list[tuple], frozenset[tuple[str, str]], tuple[tuple[str, str], ...]]] = {}
         self.extra_state: dict[str, Any] = {}  # other producers' persisted state (history, coverage)
         self.overlay_text: dict[str, str] = {}  # editor buffers (unsaved text), by path
+        # True: a build or refresh writes the cache from a forked child while this process goes on to
+        # answer (single-threaded processes only: the CLI, speed's children; others write inline)
+        self.background_save = False
+        self._saver: int | None = None  # pid of the child writing the cache
         # wall seconds per stage of the last load_or_build or refresh (load, discover, decode, install,
         # extract, bind, graph, flow, save; Engine.open adds its producers): where a build's time goes
         self.phases: dict[str, float] = {}
@@ -281,7 +298,8 @@ class WorkspaceIndex:
             report.rebound = self._apply(changes, progress)
             if not report.warm or todo or changes:
                 with _timed(ph, "save"):
-                    self.save()  # a warm start that found nothing changed has nothing new to write
+                    # a warm start that found nothing changed has nothing new to write
+                    self.save(background=self.background_save)
         finally:
             if gc_was:
                 gc.enable()
@@ -642,11 +660,48 @@ class WorkspaceIndex:
         self._apply(changed)
         if changed or todo:
             with _timed(self.phases, "save"):
-                self.save()
+                self.save(background=self.background_save)
         return sorted(changed)
 
     # -- persistence and status ------------------------------------------------------------
-    def save(self) -> None:
+    def save(self, background: bool = False) -> None:
+        """Write the cache. `background`: from a forked child, so the caller need not wait for the
+        ~0.7 s a Django-sized cache takes to pack and write; only in a single-threaded process (a fork
+        inherits other threads' locks), else inline. Writes never overlap: each waits for the last."""
+        self.wait_saved()
+        if background and hasattr(os, "fork") and threading.active_count() == 1 and may_start_processes():
+            sys.stdout.flush()
+            sys.stderr.flush()  # the child must not write the parent's buffered output a second time
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    self._write_cache()
+                except BaseException:
+                    log.exception("writing the cache failed")
+                    code = 1
+                finally:
+                    os._exit(code)  # no atexit handlers, no buffers flushed: the parent owns those
+            self._saver = pid
+            _PENDING.add(self)
+            return
+        self._write_cache()
+
+    def wait_saved(self) -> None:
+        """Wait for a background cache write; if it failed, write the cache here instead."""
+        pid, self._saver = self._saver, None
+        if pid is None:
+            return
+        _PENDING.discard(self)
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            return
+        if os.waitstatus_to_exitcode(status) != 0:
+            log.warning("the background cache write exited with status %s; writing it in process", status)
+            self._write_cache()
+
+    def _write_cache(self) -> None:
         # an unsaved buffer is never persisted as if it were the disk
         rels = [rel for rel in self.facts if (st := self.state.get(rel)) is not None and not st.overlay]
 
