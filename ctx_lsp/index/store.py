@@ -99,15 +99,6 @@ def binding_from_wire(w: Any) -> FileBinding:
     return FileBinding(w[0], [Edge(*e) for e in w[1]], set(w[2]), w[3], w[4], list(w[5]), list(w[6]))
 
 
-def _bin_header(n: int) -> bytes:
-    """msgpack's bin 8/16/32 header for `n` bytes (the Packer writes whole objects only)."""
-    if n < 1 << 8:
-        return bytes((0xC4, n))
-    if n < 1 << 16:
-        return b"\xc5" + n.to_bytes(2, "big")
-    return b"\xc6" + n.to_bytes(4, "big")
-
-
 class IndexStore:
     """Reads and writes one workspace's cache file."""
 
@@ -150,9 +141,9 @@ class IndexStore:
             return None
 
     def save(self, root: Path, files: Iterable[tuple[str, Any]], count: int, extra: dict[str, Any] | None = None) -> None:
-        """Write the cache: `count` (path, entry) pairs, packed one at a time into the inner blob (a
-        large workspace's entries as Python lists all at once would double the process's peak memory),
-        then the header, written around the blob without copying it."""
+        """Write the cache: `count` (path, entry) pairs, packed one at a time and streamed to the file in
+        1 MB pieces (the whole blob in memory cost sympy's build ~100 MB of peak RSS). The inner blob's
+        length and the CRC are filled in once it is written: the CRC is read back from the file."""
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         strict = msgpack.Packer(use_bin_type=True)
         lenient = msgpack.Packer(use_bin_type=True, unicode_errors=_UNICODE)
@@ -165,10 +156,6 @@ class IndexStore:
             except UnicodeEncodeError:
                 return lenient.pack(obj)
 
-        blob = bytearray(strict.pack_map_header(count))
-        for rel, entry in files:
-            blob += pack(rel)
-            blob += pack(entry)
         header: dict[str, Any] = {"schema": SCHEMA, "version": __version__, "code": CODE, "root": str(root.resolve())}
         if extra:
             header.update(extra)
@@ -177,11 +164,32 @@ class IndexStore:
             head += pack(key)
             head += pack(value)
         head += strict.pack("files")
-        head += _bin_header(len(blob))
-        crc = zlib.crc32(blob, zlib.crc32(head))
+        head += b"\xc6\0\0\0\0"  # bin 32, its length filled in below
         tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "wb") as fh:
-            fh.write(MAGIC + crc.to_bytes(4, "big"))
-            fh.write(head)
-            fh.write(blob)
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "w+b") as fh:
+                fh.write(MAGIC + b"\0\0\0\0")
+                fh.write(head)
+                blob_at = fh.tell()
+                buf = bytearray(strict.pack_map_header(count))
+                for rel, entry in files:
+                    buf += pack(rel)
+                    buf += pack(entry)
+                    if len(buf) >= 1 << 20:
+                        fh.write(buf)
+                        buf.clear()
+                fh.write(buf)
+                size = fh.tell() - blob_at
+                fh.seek(blob_at - 4)
+                fh.write(size.to_bytes(4, "big"))
+                fh.flush()
+                fh.seek(_PREFIX)
+                crc = 0
+                while chunk := fh.read(1 << 22):
+                    crc = zlib.crc32(chunk, crc)
+                fh.seek(len(MAGIC))
+                fh.write(crc.to_bytes(4, "big"))
+            os.replace(tmp, self.path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # no half-written temporary file is left in the cache directory
+            raise
