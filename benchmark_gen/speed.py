@@ -154,6 +154,7 @@ def child_warm(root: Path, cache: Path, edits: int, queries: int, seed: int) -> 
     from ctx_lsp.engine import Engine
 
     engine = Engine(root, cache_dir=cache)
+    engine.index.background_save = True  # as the CLI opens: answers before the cache is rewritten
     report = engine.open()
     _probe_query(engine.index)
     _emit("queryable", warm=report.warm, rss_mb=_rss_mb(), phases=engine.index.phases)

@@ -487,7 +487,7 @@ class WorkspaceIndex:
         # a lock (the language server's reader, jedi refinement importing a module) can deadlock the
         # child: with other threads alive, bind in this process instead.
         single_threaded = threading.active_count() == 1
-        if (self.workers > 1 and total >= PARALLEL_THRESHOLD * 2 and hasattr(os, "fork") and single_threaded
+        if (self.workers > 1 and total >= PARALLEL_THRESHOLD and hasattr(os, "fork") and single_threaded
                 and may_start_processes()):
             import multiprocessing
 
