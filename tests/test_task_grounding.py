@@ -319,3 +319,14 @@ def test_symbols_of_a_short_question_are_its_ranked_candidates(engine: Engine) -
 def _ctx_budget(e: Engine, text: str, budget: int, features: frozenset[str] = ALL_FEATURES) -> dict:
     with e.lock:
         return e.retriever.context(text, budget, record=False, features=features)
+
+
+def test_markdown_names_the_ranked_symbols_the_budget_left_out(engine: Engine) -> None:
+    from ctx_lsp.retrieval.render import to_markdown
+
+    pack = _ctx_budget(engine, CODE_ISSUE, 60)
+    md = to_markdown(pack)
+    also = next(line for line in md.splitlines() if line.startswith("Also look at: "))
+    left_out = [s for s in pack["symbols"] if s["symbol"] not in {i["symbol"] for i in pack["items"]}]
+    assert f"`{left_out[0]['path']}:{left_out[0]['start_line']}` `{left_out[0]['symbol']}`" in also
+    assert "`check_discounts`" not in also  # the packed item is not repeated
