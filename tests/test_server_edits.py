@@ -189,6 +189,20 @@ async def test_multi_root_workspace(bare: LanguageClient, tmp_path: Path) -> Non
     assert all(i["uri"].startswith(b.as_uri()) for i in pack["items"]) and pack["items"]
 
 
+async def test_a_status_that_says_not_indexing_has_every_folders_counts(bare: LanguageClient, tmp_path: Path) -> None:
+    """A status is taken folder by folder; a folder whose build finished while the next one was being
+    asked must not be reported as done with the counts of its half-built index."""
+    big = generate_workspace(tmp_path / "big", 300)
+    small = copy_workspace(tmp_path / "small")
+    await initialize(bare, small, "neovim", tmp_path / "cache", folders=[small, big])
+    while True:
+        st = await command(bare, "ctx.indexStatus", {})
+        if not st["indexing"]:
+            break
+        assert [f["state"] for f in st["folders"]] != ["ready", "ready"] or st["files"] == 320 + 4
+    assert st["files"] == 320 + 4 and [f["state"] for f in st["folders"]] == ["ready", "ready"]
+
+
 async def test_indexing_runs_in_the_background_answers_stale_and_can_be_cancelled(
         bare: LanguageClient, tmp_path: Path) -> None:
     ws = generate_workspace(tmp_path / "big", 300)

@@ -36,6 +36,7 @@ from ctx_lsp.server.folders import (
     DISK,
     FAILED,
     INDEXING,
+    PENDING,
     READY,
     IndexingCancelled,
     Root,
@@ -291,12 +292,18 @@ class CtxLanguageServer(LanguageServer):
     async def index_status(self) -> dict[str, Any]:
         """The ctx.indexStatus object, summed over the workspace folders (docs/protocol.md)."""
         folders: list[dict[str, Any]] = []
+        busy = False
         for root in list(self.roots):
+            before = root.state
             st = await self.query(root, lambda ctx: {**ctx.engine.status(),
                                                             "refinement": self.refinement_status(ctx.root),
                                                             "dense": ctx.engine.retriever.dense_status()})
             st = dict(st)
-            st.update({"name": root.name, "uri": root.uri, "state": root.state, "error": root.error})
+            # a folder whose build was running when its counts were taken reports that build, even if it
+            # has finished since: "not indexing" must never come with a partial folder's counts
+            state = before if before in (PENDING, INDEXING) else root.state
+            busy = busy or state in (PENDING, INDEXING)
+            st.update({"name": root.name, "uri": root.uri, "state": state, "error": root.error})
             folders.append(st)
         edges: dict[str, int] = {}
         for f in folders:
@@ -311,7 +318,7 @@ class CtxLanguageServer(LanguageServer):
                 refinement["done"] += int(r.get("done") or 0)
                 refinement["total"] += int(r.get("total") or 0)
         updates = [f["last_update"] for f in folders if f.get("last_update")]
-        indexing = any(r.indexing for r in self.roots)
+        indexing = busy or any(r.indexing for r in self.roots)
         return {
             "roots": [f["root"] for f in folders],
             "files": sum(f.get("files", 0) for f in folders),
