@@ -237,3 +237,43 @@ def test_a_background_save_answers_first_and_the_process_exits_with_its_cache_wr
     assert report.warm and report.extracted == 0
     assert [n.qualname for n in warm.graph.nodes() if n.path == "pkg/a.py" and n.qualname] == ["helper"]
     assert not list(cache.glob("*.tmp*"))
+
+
+_DROPPED_SCRIPT = """
+import os, sys, time
+from pathlib import Path
+from ctx_lsp.index.workspace import WorkspaceIndex
+
+parent = os.getpid()
+real = WorkspaceIndex._write_cache
+def slow(self):
+    if os.getpid() != parent:
+        time.sleep(1.0)  # a writer still busy when the process is about to exit
+    real(self)
+WorkspaceIndex._write_cache = slow
+
+def build():  # the index is dropped when this returns, as in the CLI's commands
+    idx = WorkspaceIndex(Path(sys.argv[1]), cache_dir=Path(sys.argv[2]), workers=1)
+    idx.background_save = True
+    idx.load_or_build()
+    return idx._saver is not None
+forked = build()
+import gc
+gc.unfreeze()
+gc.collect()  # the index is gone now, whatever cycles held it
+print("forked" if forked else "inline", flush=True)
+"""
+
+
+def test_the_process_waits_for_its_cache_writer_even_after_dropping_the_index(ws: tuple[Path, Path]) -> None:
+    import subprocess
+    import sys
+
+    root, cache = ws
+    log = cache.parent / "dropped.log"
+    with open(log, "w") as fh:  # not a pipe: a pipe's reader would wait for the writer too, hiding an orphan
+        code = subprocess.run([sys.executable, "-c", _DROPPED_SCRIPT, str(root), str(cache)],
+                              stdout=fh, stderr=subprocess.STDOUT, timeout=60).returncode
+    assert code == 0 and log.read_text().split() == ["forked"], log.read_text()
+    assert (cache / "index.msgpack").is_file()  # written before the process exited, not after
+    assert WorkspaceIndex(root, cache_dir=cache, workers=1).load_or_build().warm

@@ -203,14 +203,31 @@ def _decode_cache(cached: dict[str, Any]) -> tuple[dict[str, FileFacts], dict[st
         return None
 
 
-_PENDING: weakref.WeakSet[WorkspaceIndex] = weakref.WeakSet()  # indexes with a cache write in flight
+# cache writers in flight: pid -> the index that started it (weakly: the index may be dropped first)
+_WRITERS: dict[int, weakref.ref[WorkspaceIndex]] = {}
 
 
 @atexit.register
 def _wait_for_cache_writes() -> None:
-    """A process exits only once its cache is written (`ctx-lsp index` promises a cache)."""
-    for index in list(_PENDING):
-        index.wait_saved()
+    """A process exits only once its cache is written (`ctx-lsp index` promises a cache), also when the
+    index that started the write is gone by then."""
+    for pid, ref in list(_WRITERS.items()):
+        index = ref()
+        if index is not None and index._saver == pid:
+            index.wait_saved()  # retries in process if the writer failed
+            continue
+        _WRITERS.pop(pid, None)
+        if _reap(pid) != 0:
+            log.warning("the background cache write failed; the next start rebuilds what it lacks")
+
+
+def _reap(pid: int) -> int:
+    """Wait for a cache writer; its exit code (0 when it was reaped elsewhere)."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return 0
+    return os.waitstatus_to_exitcode(status)
 
 
 def nodes_of(facts: FileFacts) -> list[Node]:
@@ -683,7 +700,7 @@ class WorkspaceIndex:
                 finally:
                     os._exit(code)  # no atexit handlers, no buffers flushed: the parent owns those
             self._saver = pid
-            _PENDING.add(self)
+            _WRITERS[pid] = weakref.ref(self)
             return
         self._write_cache()
 
@@ -692,13 +709,10 @@ class WorkspaceIndex:
         pid, self._saver = self._saver, None
         if pid is None:
             return
-        _PENDING.discard(self)
-        try:
-            _, status = os.waitpid(pid, 0)
-        except ChildProcessError:
-            return
-        if os.waitstatus_to_exitcode(status) != 0:
-            log.warning("the background cache write exited with status %s; writing it in process", status)
+        _WRITERS.pop(pid, None)
+        code = _reap(pid)
+        if code != 0:
+            log.warning("the background cache write exited with status %s; writing it in process", code)
             self._write_cache()
 
     def _write_cache(self) -> None:
