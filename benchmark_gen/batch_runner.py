@@ -181,6 +181,7 @@ def _run_on_dask(units: Sequence[Unit], sched: Scheduler, progress: _Progress, w
         # heaviest first: idle workers take tasks as they arrive, before a later priority could count
         for u in sorted(units, key=lambda u: (-u.weight, u.key)):
             futures[client.submit(u.fn, *u.args, retries=RETRIES, pure=False, priority=u.weight)] = u
+        print(f"batch: {len(futures)} units submitted", file=log, flush=True)
         outcomes = []
         for fut in as_completed(list(futures)):
             u = futures[fut]
