@@ -229,7 +229,10 @@ def test_ctrl_c_cancels_and_writes_nothing(swe: dict[str, Any]) -> None:
     out, md = root / "cancelled.json", root / "cancelled.md"
     cmd = [sys.executable, "-m", "benchmark_gen", "batch", "swebench", str(swe["data"]), "--work",
            str(root / "work-cancelled"), "--json", str(out), "--markdown", str(md), *CLUSTER]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
+    # SIGINT as a terminal delivers it: an earlier test in this process may leave it ignored, and an
+    # ignored signal stays ignored across exec (Python then installs no KeyboardInterrupt handler)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stderr is not None
     children: list[Any] = []
     # interrupted once the units are submitted: they are running or queued then. (Waiting for the first
