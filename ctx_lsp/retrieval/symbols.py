@@ -31,12 +31,13 @@ def rank_symbols(graph: CodeGraph, ranked: list[Candidate], files: list[dict[str
     """Symbols best first, each `{path, symbol, kind, start_line, end_line, score,
     reasons}`. Deterministic (ties by id).
     `files` is the pack's file ranking; `lexical` None leaves the chunk matches out (short questions)."""
-    best = next((c.score for c in ranked if _kind(graph, c.node_id) in _KINDS), 0.0) or 1.0
     scores: dict[str, float] = {}
     reasons: dict[str, list[dict[str, Any]]] = {}
-    for c in ranked:
-        if _kind(graph, c.node_id) not in _KINDS or c.score <= 0:
+    best = 0.0
+    for c in ranked:  # best first, so the first symbol sets the scale
+        if c.score <= 0 or _kind(graph, c.node_id) not in _KINDS:
             continue
+        best = best or c.score
         scores[c.node_id] = c.score / best
         reasons[c.node_id] = [r.to_json() for r in c.reasons[:_REASONS]]
     if lexical is not None and files:

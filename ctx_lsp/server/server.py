@@ -36,7 +36,6 @@ from ctx_lsp.server.folders import (
     DISK,
     FAILED,
     INDEXING,
-    PENDING,
     READY,
     IndexingCancelled,
     Root,
@@ -294,15 +293,15 @@ class CtxLanguageServer(LanguageServer):
         folders: list[dict[str, Any]] = []
         busy = False
         for root in list(self.roots):
-            before = root.state
+            before, was_indexing = root.state, root.indexing
             st = await self.query(root, lambda ctx: {**ctx.engine.status(),
                                                             "refinement": self.refinement_status(ctx.root),
                                                             "dense": ctx.engine.retriever.dense_status()})
             st = dict(st)
             # a folder whose build was running when its counts were taken reports that build, even if it
             # has finished since: "not indexing" must never come with a partial folder's counts
-            state = before if before in (PENDING, INDEXING) else root.state
-            busy = busy or state in (PENDING, INDEXING)
+            state = before if was_indexing else root.state
+            busy = busy or was_indexing or root.indexing
             st.update({"name": root.name, "uri": root.uri, "state": state, "error": root.error})
             folders.append(st)
         edges: dict[str, int] = {}
