@@ -437,36 +437,11 @@ class WorkspaceIndex:
                     self.ws.info[p] = build_module_info(f, self.ws.canonical[p])
             self.ws._class_cache.clear()
         ws = self.ws
-        # dependency keys whose meaning changed: top-level names of changed files (see modules.name_dep),
-        # whole files found by path (conftest.py), and module names whose mapping changed
-        names: set[str] = set()
-        for p, f in changed.items():
-            diff = changed_names(old_iface.get(p, {}), interface_parts(f) if f is not None else {})
-            if diff or f is None or p not in old_iface:
-                names.add(PATH_DEP + p)
-            names.update(name_dep(p, top) for top in diff)
-        if ws is not old_ws:
-            for n in set(old_ws.modules) | set(ws.modules):
-                if old_ws.modules.get(n) != ws.modules.get(n):
-                    names.add(n)
-            names.update(old_ws.prefixes ^ ws.prefixes)
-            for p in ws.canonical:
-                if old_ws.canonical.get(p) != ws.canonical.get(p):
-                    # its relative imports now resolve differently: for dependents this is an interface change
-                    names.add("\0canonical:" + p)
-                    names.update(n for n, path in old_ws.modules.items() if path == p)
-                    names.update(n for n, path in ws.modules.items() if path == p)
-                    tops = set(old_iface[p]) if p in old_iface else set()
-                    tops.update(interface_parts(self.facts[p]) if p in self.facts else ())
-                    names.update(name_dep(p, top) for top in tops)
         rebind = {p for p, f in changed.items() if f is not None}
-        if names:
-            for p, b in self.bindings.items():
-                if p not in rebind and not b.deps.isdisjoint(names):
-                    rebind.add(p)
-            for p in ws.canonical:
-                if "\0canonical:" + p in names:
-                    rebind.add(p)
+        # Only files bound before and not re-bound anyway can be affected; a cold build has none, and
+        # working out the changed keys would be pure cost there.
+        if any(p not in rebind for p in self.bindings) or any(p not in rebind for p in ws.canonical):
+            rebind |= self._affected(changed, old_iface, old_ws)
         # nodes first, so edges into new nodes can be linked
         for p in sorted(changed):
             f = changed[p]
@@ -496,6 +471,50 @@ class WorkspaceIndex:
             except Exception:  # a listener never breaks the index
                 log.exception("index listener failed")
         return len(rebind)
+
+    def _affected(self, changed: dict[str, FileFacts | None], old_iface: dict[str, dict[str, tuple]],
+                  old_ws: Workspace) -> set[str]:
+        """Files whose bindings read a dependency key that `changed` changed the meaning of."""
+        ws = self.ws
+        new_iface = {p: interface_parts(f) for p, f in changed.items() if f is not None}
+        # dependency keys whose meaning changed: top-level names of changed files (see modules.name_dep),
+        # whole files found by path (conftest.py), and module names whose mapping changed
+        names: set[str] = set()
+        for p, f in changed.items():
+            diff = changed_names(old_iface.get(p, {}), new_iface.get(p, {}))
+            if diff or f is None or p not in old_iface:
+                names.add(PATH_DEP + p)
+            names.update(name_dep(p, top) for top in diff)
+        if ws is not old_ws:
+            for n in set(old_ws.modules) | set(ws.modules):
+                if old_ws.modules.get(n) != ws.modules.get(n):
+                    names.add(n)
+            names.update(old_ws.prefixes ^ ws.prefixes)
+            old_by_path: dict[str, list[str]] = {}
+            for n, path in old_ws.modules.items():
+                old_by_path.setdefault(path, []).append(n)
+            new_by_path: dict[str, list[str]] = {}
+            for n, path in ws.modules.items():
+                new_by_path.setdefault(path, []).append(n)
+            for p in ws.canonical:
+                if old_ws.canonical.get(p) != ws.canonical.get(p):
+                    # its relative imports now resolve differently: for dependents this is an interface change
+                    names.add("\0canonical:" + p)
+                    names.update(old_by_path.get(p, ()))
+                    names.update(new_by_path.get(p, ()))
+                    tops = set(old_iface[p]) if p in old_iface else set()
+                    if p in self.facts:
+                        tops.update(new_iface[p] if p in new_iface else interface_parts(self.facts[p]))
+                    names.update(name_dep(p, top) for top in tops)
+        out: set[str] = set()
+        if names:
+            for p, b in self.bindings.items():
+                if p not in changed and not b.deps.isdisjoint(names):
+                    out.add(p)
+            for p in ws.canonical:
+                if "\0canonical:" + p in names:
+                    out.add(p)
+        return out
 
     def _bind_many(self, order: list[str], progress: Progress | None) -> list[FileBinding]:
         global _FORK_WS
