@@ -74,7 +74,7 @@ def facts_from_wire(w: Any) -> FileFacts:
     f.defs = [Def(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], list(d[8]), list(d[9]), d[10], d[11], d[12],
                   d[13], d[14], d[15], d[16], d[17]) for d in w[3]]
     f.imports = [Import(*i) for i in w[4]]
-    f.sites = [Site(*s) for s in w[5]]
+    f.sites = list(map(Site._make, w[5]))
     f.all_names = list(w[6]) if w[6] is not None else None
     f.words, f.doc, f.errors, f.is_test_file = w[7], w[8], list(w[9]), w[10]
     f.flows = list(w[11])
@@ -88,7 +88,7 @@ def edge_to_wire(e: Edge) -> list[Any]:
 
 
 def edge_from_wire(w: Any) -> Edge:
-    return Edge(*w)  # extra is already a tuple (use_list=False)
+    return Edge._make(w)  # extra is already a tuple (use_list=False)
 
 
 def binding_to_wire(b: FileBinding) -> list[Any]:
@@ -96,7 +96,7 @@ def binding_to_wire(b: FileBinding) -> list[Any]:
 
 
 def binding_from_wire(w: Any) -> FileBinding:
-    return FileBinding(w[0], [Edge(*e) for e in w[1]], set(w[2]), w[3], w[4], list(w[5]), list(w[6]))
+    return FileBinding(w[0], list(map(Edge._make, w[1])), set(w[2]), w[3], w[4], list(w[5]), list(w[6]))
 
 
 class IndexStore:
