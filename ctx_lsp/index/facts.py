@@ -54,8 +54,7 @@ class Def:
     call_returns: Chain | None = None  # R of a `-> Callable[..., R]` annotation: what its result returns
 
 
-@dataclass(slots=True)
-class Import:
+class Import(NamedTuple):
     scope: str  # "" for module level
     line: int
     col: int

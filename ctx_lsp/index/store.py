@@ -73,7 +73,7 @@ def facts_from_wire(w: Any) -> FileFacts:
     f = FileFacts(w[0], w[1], w[2])
     f.defs = [Def(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], list(d[8]), list(d[9]), d[10], d[11], d[12],
                   d[13], d[14], d[15], d[16], d[17]) for d in w[3]]
-    f.imports = [Import(*i) for i in w[4]]
+    f.imports = list(map(Import._make, w[4]))
     f.sites = list(map(Site._make, w[5]))
     f.all_names = list(w[6]) if w[6] is not None else None
     f.words, f.doc, f.errors, f.is_test_file = w[7], w[8], list(w[9]), w[10]
