@@ -87,7 +87,10 @@ def _set_def_start(o: dict[str, Any], f: dict[str, Any]) -> None:
 
 
 def _set_site_chain(o: dict[str, Any], f: dict[str, Any]) -> None:
-    _first(f, "main.py")[3][5][0][3] = 7
+    facts = _first(f, "main.py")[3]
+    sites = msgpack.unpackb(facts[5], raw=False)  # a file's sites are packed apart (unpacked on first read)
+    sites[0][3] = 7
+    facts[5] = msgpack.packb(sites, use_bin_type=True)
 
 
 def _set_import_name(o: dict[str, Any], f: dict[str, Any]) -> None:

@@ -65,6 +65,26 @@ def test_warm_start_reads_nothing_then_only_the_touched_file(ws: tuple[Path, Pat
     assert again.graph.snapshot() == built(root, cache.parent / "fresh").graph.snapshot()
 
 
+def test_a_warm_start_unpacks_a_files_sites_only_when_they_are_read(ws: tuple[Path, Path]) -> None:
+    root, cache = ws
+    cold = built(root, cache)
+    warm = WorkspaceIndex(root, cache_dir=cache, workers=1)
+    warm.load_or_build()
+    assert all(f.packed_sites is not None for f in warm.facts.values()), "nothing read them yet"
+    a = warm.facts["pkg/a.py"]
+    assert a.sites == cold.facts["pkg/a.py"].sites and a.sites, "unpacked on first read, equal to the cold ones"
+    assert a.packed_sites is None and warm.facts["pkg/b.py"].packed_sites is not None
+
+    warm.save()  # packed sites are written as they are, read ones packed again
+    again = WorkspaceIndex(root, cache_dir=cache, workers=1)
+    assert again.load_or_build().warm
+    assert again.facts == cold.facts
+
+    (root / "pkg/a.py").write_text(FILES["pkg/a.py"].replace("return helper()", "return helper() + other()"))
+    assert again.update_file("pkg/a.py", (root / "pkg/a.py").read_text()) >= 1  # a re-bind reads sites
+    assert again.graph.snapshot() == built(root, cache.parent / "fresh").graph.snapshot()
+
+
 def test_warm_start_sees_added_and_removed_files(ws: tuple[Path, Path]) -> None:
     root, cache = ws
     built(root, cache)

@@ -23,12 +23,12 @@ import msgpack
 from ctx_lsp import __version__
 from ctx_lsp.index.bind import FileBinding
 from ctx_lsp.index.cachedir import CACHE_ENV, default_cache_dir  # noqa: F401  (re-exported)
-from ctx_lsp.index.facts import Def, FileFacts, Import, Site
+from ctx_lsp.index.facts import Def, FileFacts, Import, pack_sites
 from ctx_lsp.index.model import Edge
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 8  # 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
+SCHEMA = 9  # 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
 MAGIC = b"ctx-lsp\n"
 _PREFIX = len(MAGIC) + 4  # MAGIC, then the CRC-32 (big-endian) of everything after it
 _UNICODE = "surrogatepass"  # any Python str packs and unpacks losslessly
@@ -60,7 +60,7 @@ def facts_to_wire(f: FileFacts) -> list[Any]:
           list(d.call_returns) if d.call_returns is not None else None]
          for d in f.defs],
         [[i.scope, i.line, i.col, i.module, i.name, i.asname, i.level, i.guarded] for i in f.imports],
-        [[s.scope, s.line, s.col, list(s.chain), s.kind] for s in f.sites],
+        f.packed_sites if f.packed_sites is not None else pack_sites(f.sites),
         f.all_names, f.words, f.doc, f.errors, f.is_test_file,
         [[fl[0], fl[1], fl[2], fl[3], list(fl[4]), fl[5]] for fl in f.flows],
         [list(lit) for lit in f.literals], f.terms,
@@ -74,7 +74,9 @@ def facts_from_wire(w: Any) -> FileFacts:
     f.defs = [Def(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], list(d[8]), list(d[9]), d[10], d[11], d[12],
                   d[13], d[14], d[15], d[16], d[17]) for d in w[3]]
     f.imports = list(map(Import._make, w[4]))
-    f.sites = list(map(Site._make, w[5]))
+    if not isinstance(w[5], bytes):
+        raise ValueError("sites are not packed")
+    f.defer_sites(w[5])
     f.all_names = list(w[6]) if w[6] is not None else None
     f.words, f.doc, f.errors, f.is_test_file = w[7], w[8], list(w[9]), w[10]
     f.flows = list(w[11])
