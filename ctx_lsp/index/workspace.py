@@ -198,7 +198,7 @@ def _decode_cache(cached: dict[str, Any]) -> tuple[dict[str, FileFacts], dict[st
         if not isinstance(extra, dict):
             return None
         flow = cached.get("flow")
-        return facts, binds, states, extra, list(map(Edge._make, flow)) if flow is not None else None
+        return facts, binds, states, extra, [Edge._make((*e[:7], tuple(e[7]))) for e in flow] if flow is not None else None
     except Exception:  # any shape error in the payload means: rebuild
         return None
 
