@@ -84,7 +84,7 @@ class Edge(NamedTuple):
     kind: str
     path: str  # site path
     line: int  # site line, 1-based
-    col: int  # column, 0-based code points
+    col: int  # site column, 0-based code points
     resolver: str
     extra: tuple[str, ...] = ()  # e.g. the imported names of an IMPORTS edge
 

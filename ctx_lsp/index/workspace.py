@@ -203,6 +203,14 @@ def _decode_cache(cached: dict[str, Any]) -> tuple[dict[str, FileFacts], dict[st
         return None
 
 
+def _modules_by_path(ws: Workspace) -> dict[str, list[str]]:
+    """The module names each file is known by (the inverse of `ws.modules`)."""
+    out: dict[str, list[str]] = {}
+    for name, path in ws.modules.items():
+        out.setdefault(path, []).append(name)
+    return out
+
+
 # cache writers in flight: pid -> the index that started it (weakly: the index may be dropped first)
 _WRITERS: dict[int, weakref.ref[WorkspaceIndex]] = {}
 
@@ -490,12 +498,7 @@ class WorkspaceIndex:
                 if old_ws.modules.get(n) != ws.modules.get(n):
                     names.add(n)
             names.update(old_ws.prefixes ^ ws.prefixes)
-            old_by_path: dict[str, list[str]] = {}
-            for n, path in old_ws.modules.items():
-                old_by_path.setdefault(path, []).append(n)
-            new_by_path: dict[str, list[str]] = {}
-            for n, path in ws.modules.items():
-                new_by_path.setdefault(path, []).append(n)
+            old_by_path, new_by_path = _modules_by_path(old_ws), _modules_by_path(ws)
             for p in ws.canonical:
                 if old_ws.canonical.get(p) != ws.canonical.get(p):
                     # its relative imports now resolve differently: for dependents this is an interface change
