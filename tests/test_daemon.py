@@ -99,6 +99,38 @@ def test_daemon_sees_edits_made_on_disk_between_calls(ws: Ws) -> None:
     assert after == pack_of(run("context", "--json", *ws.common, q, mode="off"))
 
 
+def chain_modules(root: Path, n: int, name: str) -> None:
+    """n modules in 7 packages, each function calling the next module's."""
+    for i in range(n):
+        (root / f"pkg{i % 7}").mkdir(parents=True, exist_ok=True)
+        j = (i + 1) % n
+        (root / f"pkg{i % 7}" / f"m{i}.py").write_text(
+            f"from pkg{j % 7}.m{j} import {name}{j}\n\n\ndef {name}{i}(x):\n    return {name}{j}(x) + {i}\n")
+
+
+def test_a_checkout_through_the_daemon_binds_in_worker_processes_and_answers_as_a_fresh_process(
+        tmp_path: Path) -> None:
+    """A branch switch changes every file under a running daemon: its refresh forks the same worker pools
+    a fresh process would (it used to bind on one core, slower than a cold index), and answers the same."""
+    from ctx_lsp.index.workspace import PARALLEL_THRESHOLD
+
+    root = tmp_path / "big"
+    chain_modules(root, PARALLEL_THRESHOLD, "f")
+    w = Ws(root, tmp_path / "cache")
+    try:
+        start(w)
+        chain_modules(root, PARALLEL_THRESHOLD, "g")  # the checkout: every module's names change
+        q = "who calls g7"
+        served = pack_of(run("context", "--json", *w.common, q))
+        _, info = w.status()
+        n = min(2, os.cpu_count() or 1)
+        assert info["last_update"]["workers"] == {"extract": n, "bind": n}, info["last_update"]
+        assert any(i["symbol"] == "g6" for i in served["items"]), served["items"]
+        assert served == pack_of(run("context", "--json", *w.common, q, mode="off"))
+    finally:
+        run("daemon", "stop", *w.common, timeout=30)
+
+
 def test_neighbors_through_the_daemon_resolves_paths_from_the_callers_directory(ws: Ws) -> None:
     start(ws)
     mod = next(ws.root.glob("shop/*.py"))

@@ -41,6 +41,11 @@ class Daemon:
 
     def __init__(self, root: Path, cache_dir: Path, flt: FileFilter, idle_timeout: float) -> None:
         self.engine = Engine(root, cache_dir=cache_dir, flt=flt)
+        # Updates may fork their workers and cache writer although request threads exist: every engine
+        # call runs under engine.lock, stdin is /dev/null and unread, and `run` imports lazy modules first.
+        # A checkout then binds on every core, as a fresh process would, instead of on one.
+        self.engine.index.fork_safe = True
+        self.engine.index.background_save = True
         self.ident = identity(self.engine.root, cache_dir, flt.include, flt.exclude)
         self.idle_timeout = idle_timeout
         self.started = time.time()
@@ -69,7 +74,11 @@ class Daemon:
                 "failed": self.failed, "started": round(self.started, 3), "requests": self.requests,
                 "idle_timeout": self.idle_timeout, "idle_s": round(time.monotonic() - self.last_request, 1),
                 "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-                "files": len(self.engine.index.facts) if self.ready.is_set() else None}
+                "files": len(self.engine.index.facts) if self.ready.is_set() else None,
+                # the last open or refresh (copied: dict() is atomic, and a request thread may be updating):
+                # seconds per stage, and the processes its extraction and binding used
+                "last_update": ({"phases": {k: round(v, 3) for k, v in dict(self.engine.index.phases).items()},
+                                 "workers": dict(self.engine.index.workers_used)} if self.ready.is_set() else None)}
 
     # -- requests -----------------------------------------------------------------------------
     def handle(self, op: str, params: dict[str, Any]) -> Any:

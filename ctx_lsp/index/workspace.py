@@ -272,10 +272,16 @@ class WorkspaceIndex:
         # True: a build or refresh writes the cache from a forked child while this process goes on to
         # answer (single-threaded processes only: the CLI, speed's children; others write inline)
         self.background_save = False
+        # True: the owner guarantees that while this index updates, no other thread holds a lock a
+        # forked child could need (the daemon: every engine call runs under one lock, nothing reads
+        # stdin, lazy imports are done up front), so updates may fork workers although threads exist
+        self.fork_safe = False
         self._saver: int | None = None  # pid of the child writing the cache
         # wall seconds per stage of the last load_or_build or refresh (load, discover, decode, install,
         # extract, bind, graph, flow, save; Engine.open adds its producers): where a build's time goes
         self.phases: dict[str, float] = {}
+        # processes the last extraction and binding ran on (1: in this process): how an update used the cores
+        self.workers_used: dict[str, int] = {}
 
     # -- building ----------------------------------------------------------------------------
     def load_or_build(self, progress: Progress | None = None) -> BuildReport:
@@ -283,6 +289,7 @@ class WorkspaceIndex:
         t0 = time.perf_counter()
         report = BuildReport()
         self.phases = report.phases
+        self.workers_used = {}
         ph = report.phases
         gc_was = gc.isenabled()
         gc.disable()  # building millions of small objects: the cyclic GC only costs time here
@@ -395,7 +402,13 @@ class WorkspaceIndex:
         if self.workers > 1 and total >= PARALLEL_THRESHOLD and may_start_processes():
             chunk = max(16, total // (self.workers * 8))
             chunks = [items[i : i + chunk] for i in range(0, total, chunk)]
-            with ProcessPoolExecutor(self.workers) as pool:
+            import multiprocessing
+
+            # fork when safe (no re-import in each worker); else the process's default start method,
+            # which prepare_threaded_process sets to forkserver
+            ctx = multiprocessing.get_context("fork") if self.may_fork() else None
+            self.workers_used["extract"] = self.workers
+            with ProcessPoolExecutor(self.workers, mp_context=ctx) as pool:
                 done = 0
                 for part in pool.map(_extract_chunk, chunks):
                     results.extend(part)
@@ -403,6 +416,7 @@ class WorkspaceIndex:
                     if progress:
                         progress("parsing", done, total)
         else:
+            self.workers_used["extract"] = 1
             for i, it in enumerate(items):
                 results.append(_extract_one(*it))
                 if progress and (i % 50 == 0 or i == total - 1):
@@ -519,15 +533,19 @@ class WorkspaceIndex:
                     out.add(p)
         return out
 
+    def may_fork(self) -> bool:
+        """Whether this process may fork now. A fork while another thread holds a lock (the language
+        server's stdin reader, jedi refinement importing a module) can deadlock the child, so only a
+        single-threaded process, or an owner that declared `fork_safe`, forks."""
+        return (hasattr(os, "fork") and may_start_processes()
+                and (threading.active_count() == 1 or self.fork_safe))
+
     def _bind_many(self, order: list[str], progress: Progress | None) -> list[FileBinding]:
         global _FORK_WS
         total = len(order)
-        # Forked workers share the module table copy-on-write, but a fork while another thread holds
-        # a lock (the language server's reader, jedi refinement importing a module) can deadlock the
-        # child: with other threads alive, bind in this process instead.
-        single_threaded = threading.active_count() == 1
-        if (self.workers > 1 and total >= PARALLEL_THRESHOLD and hasattr(os, "fork") and single_threaded
-                and may_start_processes()):
+        # Forked workers share the module table copy-on-write; without a safe fork, bind in process
+        # (spawned workers would need the whole module table pickled to them)
+        if self.workers > 1 and total >= PARALLEL_THRESHOLD and self.may_fork():
             import multiprocessing
 
             _FORK_WS = self.ws  # forked workers inherit the module table copy-on-write
@@ -536,6 +554,7 @@ class WorkspaceIndex:
                 chunks = [order[i : i + chunk] for i in range(0, total, chunk)]
                 out: list[FileBinding] = []
                 ctx = multiprocessing.get_context("fork")
+                self.workers_used["bind"] = self.workers
                 with ProcessPoolExecutor(self.workers, mp_context=ctx) as pool:
                     for part in pool.map(_bind_chunk, chunks):
                         out.extend(part)
@@ -545,6 +564,7 @@ class WorkspaceIndex:
             finally:
                 _FORK_WS = None
         binder = Binder(self.ws)
+        self.workers_used["bind"] = 1
         out = []
         for i, p in enumerate(order):
             out.append(_bind_guarded(binder, p))
@@ -672,7 +692,7 @@ class WorkspaceIndex:
             return self._refresh()
 
     def _refresh(self) -> list[str]:
-        self.phases = {}
+        self.phases, self.workers_used = {}, {}
         with _timed(self.phases, "discover"):
             found = discover(self.root, self.filter)
         changed: dict[str, FileFacts | None] = {}
@@ -705,10 +725,9 @@ class WorkspaceIndex:
     # -- persistence and status ------------------------------------------------------------
     def save(self, background: bool = False) -> None:
         """Write the cache. `background`: from a forked child, so the caller need not wait for the
-        ~0.7 s a Django-sized cache takes to pack and write; only in a single-threaded process (a fork
-        inherits other threads' locks), else inline. Writes never overlap: each waits for the last."""
+        ~0.7 s a Django-sized cache takes to pack and write; only where `may_fork`, else inline. Writes never overlap: each waits for the last."""
         self.wait_saved()
-        if background and hasattr(os, "fork") and threading.active_count() == 1 and may_start_processes():
+        if background and self.may_fork():
             sys.stdout.flush()
             sys.stderr.flush()  # the child must not write the parent's buffered output a second time
             pid = os.fork()
