@@ -143,6 +143,24 @@ def test_cli_context_uses_the_vectors_only_after_index_dense(tmp_path: Path) -> 
     assert "dense" not in json.loads(off.stdout)
 
 
+async def test_mcp_get_context_uses_the_vectors_after_index_dense(tmp_path: Path) -> None:
+    """`ctx-lsp mcp` sets the generator up as `ctx-lsp context` does (and then works in process, since
+    the daemon runs without it)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_mcp import mcp_session, ok
+
+    ws, cache = workspace(tmp_path), tmp_path / "cache"
+    async with mcp_session(ws, cache, tmp_path / "before.log") as s:
+        before = json.loads(await ok(s, "get_context", {"query": QUERY, "format": "json"}))
+    assert "dense" not in before
+    built = cli("index", "--dense", "--root", str(ws), "--cache-dir", str(cache))
+    assert built.returncode == 0, built.stderr
+    async with mcp_session(ws, cache, tmp_path / "after.log") as s:
+        after = json.loads(await ok(s, "get_context", {"query": QUERY, "format": "json"}))
+    assert after["dense"]["state"] == "ready", after["dense"]
+    assert items(after)[0] == TARGET
+
+
 def test_cli_one_shot_without_vectors_imports_nothing_heavy(tmp_path: Path) -> None:
     code = ("import sys; from ctx_lsp.cli import main; main(['context', '--json', '--root', sys.argv[1], "
             "'--cache-dir', sys.argv[2], 'how do we email a customer?']); "

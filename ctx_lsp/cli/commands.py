@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true")
 
     p = sub.add_parser("mcp", help="run the MCP bridge for coding agents (stdio)")
+    p.add_argument("--no-dense", action="store_true",
+                   help="skip the dense generator even when `index --dense` made its vectors")
+    _add_dense_model(p)
     add_common(p)
 
     p = sub.add_parser("daemon", help="keep the index warm for one-shot callers (context, neighbors, mcp)",
@@ -319,13 +322,10 @@ def cmd_context(args: argparse.Namespace) -> int:
         raise CliError("empty query")
     if args.budget <= 0:
         raise CliError("--budget must be a positive number of tokens")
-    dense = None
-    if not args.no_dense:
-        from ctx_lsp.retrieval.dense import CACHED, DenseOptions, dense_wanted, has_vectors
+    from ctx_lsp.retrieval.dense import one_shot_options
 
-        # only once `index --dense` made the vectors: a one-shot query never pays a full embedding pass
-        if dense_wanted(args.dense_model) and (args.dense_model or has_vectors(workspace_cache_dir(args, workspace_root(args)))):
-            dense = DenseOptions(CACHED, args.dense_model or "")
+    dense = one_shot_options(workspace_cache_dir(args, workspace_root(args)), args.dense_model, args.no_dense)
+    # the daemon runs without the generator: a query that uses it is answered in process
     pack = None if dense is not None else _try_daemon(args, "context", {"query": query, "budget": args.budget})
     if pack is None:
         pack = open_engine(args, dense=dense).context(query, args.budget)

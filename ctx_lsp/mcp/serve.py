@@ -10,15 +10,23 @@ from typing import Any
 
 from ctx_lsp.engine import Engine
 from ctx_lsp.mcp.bridge import Bridge, build_server
-from ctx_lsp.workspace_args import daemon_identity, file_filter, workspace_root
+from ctx_lsp.workspace_args import daemon_identity, file_filter, workspace_cache_dir, workspace_root
 
 log = logging.getLogger("ctx_lsp.mcp")
 
 
-def _engine(args: argparse.Namespace) -> Engine:
+def _dense(args: argparse.Namespace) -> Any:
+    """The dense generator's options, as `ctx-lsp context` sets them (None: without it)."""
+    from ctx_lsp.retrieval.dense import one_shot_options
+
+    cache_dir = workspace_cache_dir(args, workspace_root(args))
+    return one_shot_options(cache_dir, getattr(args, "dense_model", None), getattr(args, "no_dense", False))
+
+
+def _engine(args: argparse.Namespace, dense: Any = None) -> Engine:
     root = workspace_root(args)  # CliError for a missing root is reported by the CLI (exit 2)
     cache = Path(args.cache_dir) if getattr(args, "cache_dir", None) else None
-    return Engine(root, cache_dir=cache, flt=file_filter(args))
+    return Engine(root, cache_dir=cache, flt=file_filter(args), dense=dense)
 
 
 def _relay(args: argparse.Namespace) -> Any:
@@ -41,7 +49,9 @@ def _relay(args: argparse.Namespace) -> Any:
 
 def run_mcp(args: argparse.Namespace) -> int:
     """Serve the MCP tools on stdio until the client closes the connection."""
-    bridge = _relay(args) or Bridge(_engine(args))
+    dense = _dense(args)
+    # the daemon runs without the dense generator: with it, the bridge works in process
+    bridge = (None if dense is not None else _relay(args)) or Bridge(_engine(args, dense))
     app = build_server(bridge)
     log.info("ctx-lsp mcp serving %s%s", bridge.root if isinstance(bridge, Bridge) else bridge.ident["root"],
              "" if isinstance(bridge, Bridge) else " through its daemon")

@@ -8,7 +8,7 @@ and a hash of the abstraction text, so an edit re-embeds only the symbols whose 
 
 Modes (DenseOptions.mode): `background` (the server embeds after indexing and after edits; a
 query before the first pass is done runs without this generator and says so in the pack),
-`cached` (the CLI's `context`: used only when `ctx-lsp index --dense` made the cache, then brought
+`cached` (the CLI's `context` and `ctx-lsp mcp`: used only when `ctx-lsp index --dense` made the cache, then brought
 up to date before the query) and `sync` (benchmarks and `index --dense`: brought up to date before
 every query).
 """
@@ -267,6 +267,16 @@ def has_vectors(cache_dir: Path, model_dir: str | None = None) -> bool:
     except DenseUnavailable:
         return False
     return (cache_dir / "dense" / f"{source.slug}.npz").is_file()
+
+
+def one_shot_options(cache_dir: Path, model_dir: str | None, off: bool) -> DenseOptions | None:
+    """The options of a one-shot caller (`ctx-lsp context`, `ctx-lsp mcp`): the generator only once
+    `index --dense` made the vectors (or a model was named), so a query never pays a full embedding pass."""
+    if off or not dense_wanted(model_dir):
+        return None
+    if model_dir or has_vectors(cache_dir):
+        return DenseOptions(CACHED, model_dir or "")
+    return None
 
 
 def make_dense(r: Retriever, options: DenseOptions | None) -> tuple[DenseIndex | None, str | None]:
