@@ -385,7 +385,7 @@ class Engine:
         return {
             "root": str(ix.root),
             "files": len(ix.facts),
-            "nodes": ix.graph.g.number_of_nodes(),
+            "nodes": ix.graph.number_of_nodes(),
             "edges": ix.graph.edge_counts(),
             "dirty_files": ix.dirty_files(),
             "resolution": ix.resolution_counts(),

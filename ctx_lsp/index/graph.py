@@ -1,22 +1,27 @@
-"""The code graph: the one owner of the networkx graph. Everything else asks it questions.
+"""The code graph: nodes and typed edges, in plain dicts. Everything else asks it questions.
 
 Source of truth is per file: the nodes a file defines and the edges whose site is in that file.
-The networkx MultiDiGraph (key = edge kind) is kept in step with those lists; an edge whose target
-node does not exist (yet) is kept in the per-file list but not in the graph.
+The adjacency (src -> dst -> kind -> Edge, and the reverse sharing the same inner dicts: a multigraph
+keyed by edge kind) is kept in step with those lists; an edge whose target node does not exist (yet)
+is kept in the per-file list but not in the adjacency.
+
+Why not networkx: it was only ever a container here (no algorithm ran on it), and its attribute
+dicts per node and per edge, its API layers and its import made up about a fifth of a warm start.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-import networkx as nx
-
 from ctx_lsp.index.model import Edge, EdgeKind, Node
 
 
 class CodeGraph:
     def __init__(self) -> None:
-        self.g: nx.MultiDiGraph = nx.MultiDiGraph()
+        self._node: dict[str, Node] = {}
+        # src -> dst -> kind -> edge, and dst -> src -> the same inner dict: iteration follows insertion
+        self._succ: dict[str, dict[str, dict[str, Edge]]] = {}
+        self._pred: dict[str, dict[str, dict[str, Edge]]] = {}
         self.file_nodes: dict[str, list[str]] = {}  # path -> node ids it defines (file node first)
         self.file_edges: dict[str, list[Edge]] = {}  # site path -> edges sited there
         self.extra_edges: dict[str, list[Edge]] = {}  # other producers (history, coverage), by producer key
@@ -37,14 +42,17 @@ class CodeGraph:
         new_ids = [n.id for n in nodes]
         for node_id in old - set(new_ids):
             self._drop_node(node_id)
+        node = self._node
         for n in nodes:
-            if n.id in self.g:
-                prev = self.g.nodes[n.id]["n"]
+            prev = node.get(n.id)
+            if prev is not None:
                 if prev.name.lower() != n.name.lower():
                     self._unindex(prev)
-                self.g.nodes[n.id]["n"] = n
+                node[n.id] = n
             else:
-                self.g.add_node(n.id, n=n)
+                node[n.id] = n
+                self._succ[n.id] = {}
+                self._pred[n.id] = {}
                 # edges stored anywhere that waited for this node: linked by the next relink()
                 self._recheck.update(self._waiting.pop(n.id, ()))
             self.by_name.setdefault(n.name.lower(), set()).add(n.id)
@@ -54,30 +62,22 @@ class CodeGraph:
     def bulk_load(self, nodes_by_file: dict[str, list[Node]], edges_by_file: dict[str, list[Edge]]) -> None:
         """Fill an empty graph in one go (warm start): the same result as set_file for every file, then
         set_edges for every file, without the per-call bookkeeping."""
-        if self.file_nodes or self.file_edges or self.g.number_of_nodes():
+        if self.file_nodes or self.file_edges or self._node:
             for path in sorted(nodes_by_file):
                 self.set_file(path, nodes_by_file[path])
             for path in sorted(edges_by_file):
                 self.set_edges(path, edges_by_file[path])
             self.relink()
             return
-        g = self.g
         by_name = self.by_name
-        # Straight into networkx's adjacency dicts, mirroring MultiDiGraph.add_node/add_edge with the
-        # default dict factories: add_edges_from costs ~30 us per edge, this ~1 (160k edges on Django).
-        fast = all(f is dict for f in (g.adjlist_inner_dict_factory, g.node_attr_dict_factory,
-                                       g.edge_key_dict_factory, g.edge_attr_dict_factory))
-        node, succ, pred = g._node, g._succ, g._pred
+        node, succ, pred = self._node, self._succ, self._pred
         for path in sorted(nodes_by_file):
             nodes = nodes_by_file[path]
             for n in nodes:
-                if fast:
-                    if n.id not in node:
-                        succ[n.id] = {}
-                        pred[n.id] = {}
-                    node[n.id] = {"n": n}
-                else:
-                    g.add_node(n.id, n=n)
+                if n.id not in node:
+                    succ[n.id] = {}
+                    pred[n.id] = {}
+                node[n.id] = n
                 by_name.setdefault(n.name.lower(), set()).add(n.id)
             self.file_nodes[path] = [n.id for n in nodes]
         for path in sorted(edges_by_file):
@@ -87,19 +87,35 @@ class CodeGraph:
                 if e.src not in node or e.dst not in node:
                     self._waiting.setdefault(e.src if e.src not in node else e.dst, set()).add((0, path))
                     continue
-                if not fast:
-                    g.add_edge(e.src, e.dst, key=e.kind, e=e)
-                    continue
                 out = succ[e.src]
                 keydict = out.get(e.dst)
                 if keydict is None:
                     keydict = out[e.dst] = {}
                     pred[e.dst][e.src] = keydict
-                keydict[e.kind] = {"e": e}
-        clear = getattr(nx, "_clear_cache", None)
-        if clear is not None:
-            clear(g)  # cached views (g.adj, g.succ, ...) must not outlive direct writes
+                keydict[e.kind] = e
         self.revision += 1
+
+    # -- the adjacency -------------------------------------------------------------------------
+    def _add_edge(self, e: Edge) -> None:
+        """Link an edge whose endpoints exist; an edge of the same (src, dst, kind) is replaced."""
+        out = self._succ[e.src]
+        keydict = out.get(e.dst)
+        if keydict is None:
+            keydict = out[e.dst] = {}
+            self._pred[e.dst][e.src] = keydict
+        keydict[e.kind] = e
+
+    def _linked(self, src: str, dst: str, kind: str) -> Edge | None:
+        keydict = self._succ.get(src, {}).get(dst)
+        return keydict.get(kind) if keydict is not None else None
+
+    def _remove_edge(self, src: str, dst: str, kind: str) -> None:
+        out = self._succ[src]
+        keydict = out[dst]
+        del keydict[kind]
+        if not keydict:
+            del out[dst]
+            del self._pred[dst][src]
 
     def _unindex(self, n: Node) -> None:
         ids = self.by_name.get(n.name.lower())
@@ -109,15 +125,23 @@ class CodeGraph:
                 del self.by_name[n.name.lower()]
 
     def _drop_node(self, node_id: str) -> None:
-        if node_id in self.g:
-            self._unindex(self.g.nodes[node_id]["n"])
-            # the stores of the edges that go with the node wait for it to come back
-            waiting = self._waiting.setdefault(node_id, set())
-            for _, _, e in self.g.in_edges(node_id, data="e"):
+        n = self._node.pop(node_id, None)
+        if n is None:
+            return
+        self._unindex(n)
+        # the stores of the edges that go with the node wait for it to come back
+        waiting = self._waiting.setdefault(node_id, set())
+        succ, pred = self._succ.pop(node_id), self._pred.pop(node_id)
+        for src, keydict in pred.items():
+            for e in keydict.values():
                 waiting.update(self._owners(e))
-            for _, _, e in self.g.out_edges(node_id, data="e"):
+            if src != node_id:
+                del self._succ[src][node_id]
+        for dst, keydict in succ.items():
+            for e in keydict.values():
                 waiting.update(self._owners(e))
-            self.g.remove_node(node_id)
+            if dst != node_id:
+                del self._pred[dst][node_id]
 
     def _owners(self, e: Edge) -> list[tuple[int, str]]:
         """Stores that may hold `e`: the binder's store of its site file, and producer stores with its key."""
@@ -136,7 +160,6 @@ class CodeGraph:
         """Replace the edges sited in `path` (or owned by a producer key in `store`)."""
         store = self.file_edges if store is None else store
         tag = 0 if store is self.file_edges else 1
-        g = self.g
         for e in store.get(path, ()):
             key = e.key()
             if tag:
@@ -145,17 +168,17 @@ class CodeGraph:
                     owners.discard(path)
                     if not owners:
                         del self._extra_owners[key]
-            if g.has_edge(e.src, e.dst, key=e.kind) and g.edges[e.src, e.dst, e.kind]["e"] == e:
-                g.remove_edge(e.src, e.dst, key=e.kind)
+            if self._linked(e.src, e.dst, e.kind) == e:
+                self._remove_edge(e.src, e.dst, e.kind)
                 # another store may hold the same key: let it put its edge back
                 self._recheck.update(o for o in self._owners(e) if o != (tag, path))
         store[path] = list(edges)
-        node = g._node
+        node = self._node
         for e in edges:
             if tag:
                 self._extra_owners.setdefault(e.key(), set()).add(path)
             if e.src in node and e.dst in node:
-                g.add_edge(e.src, e.dst, key=e.kind, e=e)
+                self._add_edge(e)
             else:
                 self._waiting.setdefault(e.src if e.src not in node else e.dst, set()).add((tag, path))
         self.revision += 1
@@ -171,51 +194,62 @@ class CodeGraph:
         else:
             todo = self._recheck
         self._recheck = set()
-        g = self.g
-        node = g._node
+        node = self._node
         for tag, key in todo:
             for e in (self.extra_edges if tag else self.file_edges).get(key, ()):
                 if e.src in node and e.dst in node:
-                    if not g.has_edge(e.src, e.dst, key=e.kind):
-                        g.add_edge(e.src, e.dst, key=e.kind, e=e)
+                    if self._linked(e.src, e.dst, e.kind) is None:
+                        self._add_edge(e)
                 else:
                     self._waiting.setdefault(e.src if e.src not in node else e.dst, set()).add((tag, key))
 
     # -- reads -----------------------------------------------------------------------------
     def node(self, node_id: str) -> Node | None:
-        # networkx's node dict directly: `g.nodes.get` goes through the Mapping ABC, several times slower
-        # on the hottest read of the read path
-        data = self.g._node.get(node_id)
-        return data["n"] if data is not None else None
+        return self._node.get(node_id)
 
     def __contains__(self, node_id: str) -> bool:
-        return node_id in self.g
+        return node_id in self._node
+
+    def number_of_nodes(self) -> int:
+        return len(self._node)
 
     def nodes(self) -> Iterator[Node]:
-        for _, data in self.g.nodes(data="n"):
-            yield data
+        yield from self._node.values()
 
     def edges(self) -> Iterator[Edge]:
-        for _, _, data in self.g.edges(data="e"):
-            yield data
+        for out in self._succ.values():
+            for keydict in out.values():
+                yield from keydict.values()
+
+    def has_edge(self, src: str, dst: str, kind: str | None = None) -> bool:
+        keydict = self._succ.get(src, {}).get(dst)
+        if not keydict:
+            return False
+        return kind is None or kind in keydict
+
+    def edges_between(self, src: str, dst: str) -> list[Edge]:
+        return list(self._succ.get(src, {}).get(dst, {}).values())
 
     def out_edges(self, node_id: str, kinds: Iterable[str] | None = None) -> list[Edge]:
-        if node_id not in self.g:
+        out = self._succ.get(node_id)
+        if not out:
             return []
         wanted = set(kinds) if kinds is not None else None
-        return [d for _, _, k, d in self.g.out_edges(node_id, keys=True, data="e") if wanted is None or k in wanted]
+        return [e for keydict in out.values() for k, e in keydict.items() if wanted is None or k in wanted]
 
     def in_edges(self, node_id: str, kinds: Iterable[str] | None = None) -> list[Edge]:
-        if node_id not in self.g:
+        into = self._pred.get(node_id)
+        if not into:
             return []
         wanted = set(kinds) if kinds is not None else None
-        return [d for _, _, k, d in self.g.in_edges(node_id, keys=True, data="e") if wanted is None or k in wanted]
+        return [e for keydict in into.values() for k, e in keydict.items() if wanted is None or k in wanted]
 
     def symbols_named(self, name: str) -> list[Node]:
-        return [self.g.nodes[i]["n"] for i in sorted(self.by_name.get(name.lower(), ()))]
+        return [self._node[i] for i in sorted(self.by_name.get(name.lower(), ()))]
 
     def nodes_of_file(self, path: str) -> list[Node]:
-        return [self.g.nodes[i]["n"] for i in self.file_nodes.get(path, []) if i in self.g]
+        node = self._node
+        return [node[i] for i in self.file_nodes.get(path, []) if i in node]
 
     def paths(self) -> list[str]:
         return sorted(self.file_nodes)
@@ -235,8 +269,8 @@ class CodeGraph:
 
     def edge_counts(self) -> dict[str, int]:
         counts = {k.value: 0 for k in EdgeKind}
-        for _, _, k in self.g.edges(keys=True):
-            counts[k] = counts.get(k, 0) + 1
+        for e in self.edges():
+            counts[e.kind] = counts.get(e.kind, 0) + 1
         return counts
 
     def snapshot(self) -> tuple[frozenset[Node], frozenset[Edge]]:

@@ -803,7 +803,7 @@ def summarize(index: WorkspaceIndex, seconds: float) -> dict[str, Any]:
     return {
         "root": str(index.root),
         "files": len(index.facts),
-        "nodes": index.graph.g.number_of_nodes(),
+        "nodes": index.graph.number_of_nodes(),
         "edges": index.graph.edge_counts(),
         "unresolved_sites": index.resolution_counts()["unresolved"],
         "resolution": index.resolution_counts(),
