@@ -449,14 +449,11 @@ class WorkspaceIndex:
                 self.bindings.pop(p, None)
             else:
                 self.facts[p] = f
-        if added_or_removed or not old_ws.info:
+        if added_or_removed or old_ws.facts is not self.facts:
             self.ws = Workspace(self.facts, previous=old_ws)
-        else:
-            from ctx_lsp.index.modules import build_module_info
-
-            for p, f in changed.items():
-                if f is not None:
-                    self.ws.info[p] = build_module_info(f, self.ws.canonical[p])
+        else:  # same files, same module names: only the changed files' tables are stale
+            for p in changed:
+                self.ws.info.pop(p)
             self.ws._class_cache.clear()
         ws = self.ws
         rebind = {p for p, f in changed.items() if f is not None}
