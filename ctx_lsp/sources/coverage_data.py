@@ -44,6 +44,10 @@ DYN_PREFIX = "coverage:"  # graph.extra_edges key per covered file
 STATIC_PREFIX = "static-test:"  # graph.extra_edges key per test file
 STALE = "stale"
 COVER_KINDS = (EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value)
+# the enums' values as plain strings: an enum member's `.value` costs a descriptor call, and the static
+# pass reads them per edge (tens of thousands on a warm start)
+_TEST, _COVERS = NodeKind.TEST.value, EdgeKind.COVERS.value
+_VIA = {k: (k.lower(),) for k in COVER_KINDS}  # a static COVERS edge's extra: the kind it came from
 
 
 class CoverageImportError(Exception):
@@ -106,7 +110,7 @@ def coverage_for(index: WorkspaceIndex) -> TestCoverage | None:
 
 def is_test_source(node: Node, decorators: list[tuple[str, ...]] | None, in_test_file: bool) -> bool:
     """Whether a node can be the source of a COVERS edge (pytest conventions)."""
-    if node.kind == NodeKind.TEST.value:
+    if node.kind == _TEST:
         return True
     if not in_test_file or node.qualname is None or node.kind not in ("function", "method"):
         return False
@@ -317,12 +321,11 @@ class TestCoverage:
             if src is None or src in self._dyn_tests or _nested_id(e.dst, src) or e.dst == src:
                 continue
             dst = g.node(e.dst)  # None: defined in a file not indexed yet; the graph links it later
-            if "::" not in e.dst or (dst is not None and dst.kind == NodeKind.TEST.value):
+            if "::" not in e.dst or (dst is not None and dst.kind == _TEST):
                 continue
             key = (src, e.dst)
             if key not in edges:
-                edges[key] = Edge(src, e.dst, EdgeKind.COVERS.value, e.path, e.line, e.col,
-                                  RESOLVER_STATIC_TEST, (e.kind.lower(),))
+                edges[key] = Edge(src, e.dst, _COVERS, e.path, e.line, e.col, RESOLVER_STATIC_TEST, _VIA[e.kind])
         return sorted(edges.values(), key=lambda x: (x.src, x.dst))
 
     def _on_change(self, paths: set[str]) -> None:
