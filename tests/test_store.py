@@ -65,12 +65,18 @@ def test_warm_start_reads_nothing_then_only_the_touched_file(ws: tuple[Path, Pat
     assert again.graph.snapshot() == built(root, cache.parent / "fresh").graph.snapshot()
 
 
-def test_a_warm_start_unpacks_a_files_sites_only_when_they_are_read(ws: tuple[Path, Path]) -> None:
+def test_a_warm_start_unpacks_sites_flows_and_dependencies_only_when_they_are_read(ws: tuple[Path, Path]) -> None:
     root, cache = ws
     cold = built(root, cache)
     warm = WorkspaceIndex(root, cache_dir=cache, workers=1)
     warm.load_or_build()
     assert all(f.packed_sites is not None for f in warm.facts.values()), "nothing read them yet"
+    assert all(f.packed_flows is not None for f in warm.facts.values())
+    assert all(b.packed is not None for b in warm.bindings.values())
+    assert warm.bindings == cold.bindings, "equal once read"
+    assert all(b.packed is None for b in warm.bindings.values())
+    assert {p: f.flows for p, f in warm.facts.items()} == {p: f.flows for p, f in cold.facts.items()}
+    assert all(f.packed_flows is None for f in warm.facts.values())
     a = warm.facts["pkg/a.py"]
     assert a.sites == cold.facts["pkg/a.py"].sites and a.sites, "unpacked on first read, equal to the cold ones"
     assert a.packed_sites is None and warm.facts["pkg/b.py"].packed_sites is not None

@@ -97,20 +97,32 @@ class FileFacts:
     # `sites` packed (see pack_sites) while nobody has read them: a warm start loads every file's
     # facts, but only a re-bind or jedi refinement reads a file's sites (280k on Django)
     packed_sites: bytes | None = field(default=None, repr=False, compare=False)
+    # `flows` packed (pack_records) until read: only a module table (a re-bind, a task's snippet) reads them
+    packed_flows: bytes | None = field(default=None, repr=False, compare=False)
 
     def __getattr__(self, name: str) -> Any:
-        # called only for an unset slot: `sites` of facts loaded with packed sites
+        # called only for an unset slot: `sites` or `flows` of facts loaded with them packed
         if name == "sites" and self.packed_sites is not None:
             sites = unpack_sites(self.packed_sites)
             self.sites = sites
             self.packed_sites = None
             return sites
+        if name == "flows" and self.packed_flows is not None:
+            flows = list(unpack_records(self.packed_flows))
+            self.flows = flows
+            self.packed_flows = None
+            return flows
         raise AttributeError(name)
 
     def defer_sites(self, packed: bytes) -> None:
         """Hold the sites as `pack_sites` bytes, unpacked on first read."""
         del self.sites
         self.packed_sites = packed
+
+    def defer_flows(self, packed: bytes) -> None:
+        """Hold the flows as `pack_records` bytes, unpacked on first read."""
+        del self.flows
+        self.packed_flows = packed
 
 
 _SITE_UNICODE = "surrogatepass"  # as the cache: any str round-trips
@@ -126,6 +138,19 @@ def pack_sites(sites: list[Site]) -> bytes:
 
 def unpack_sites(packed: bytes) -> list[Site]:
     return list(map(Site._make, msgpack.unpackb(packed, use_list=False, raw=False, unicode_errors=_SITE_UNICODE)))
+
+
+def pack_records(records: Any) -> bytes:
+    """Any msgpack-able value (records of tuples and strings) as bytes, for a field read lazily."""
+    try:
+        return msgpack.packb(records, use_bin_type=True)
+    except UnicodeEncodeError:
+        return msgpack.packb(records, use_bin_type=True, unicode_errors=_SITE_UNICODE)
+
+
+def unpack_records(packed: bytes) -> Any:
+    """Inverse of pack_records, arrays as tuples."""
+    return msgpack.unpackb(packed, use_list=False, raw=False, unicode_errors=_SITE_UNICODE)
 
 
 def content_digest(data: bytes) -> str:

@@ -23,12 +23,12 @@ import msgpack
 from ctx_lsp import __version__
 from ctx_lsp.index.bind import FileBinding
 from ctx_lsp.index.cachedir import CACHE_ENV, default_cache_dir  # noqa: F401  (re-exported)
-from ctx_lsp.index.facts import Def, FileFacts, Import, pack_sites
+from ctx_lsp.index.facts import Def, FileFacts, Import, pack_records, pack_sites
 from ctx_lsp.index.model import Edge
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 9  # 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
+SCHEMA = 10  # 10: flows and a binding's dependencies packed apart too, unpacked on first read; 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
 MAGIC = b"ctx-lsp\n"
 _PREFIX = len(MAGIC) + 4  # MAGIC, then the CRC-32 (big-endian) of everything after it
 _UNICODE = "surrogatepass"  # any Python str packs and unpacks losslessly
@@ -62,7 +62,8 @@ def facts_to_wire(f: FileFacts) -> list[Any]:
         [[i.scope, i.line, i.col, i.module, i.name, i.asname, i.level, i.guarded] for i in f.imports],
         f.packed_sites if f.packed_sites is not None else pack_sites(f.sites),
         f.all_names, f.words, f.doc, f.errors, f.is_test_file,
-        [[fl[0], fl[1], fl[2], fl[3], list(fl[4]), fl[5]] for fl in f.flows],
+        f.packed_flows if f.packed_flows is not None else pack_records(
+            [[fl[0], fl[1], fl[2], fl[3], list(fl[4]), fl[5]] for fl in f.flows]),
         [list(lit) for lit in f.literals], f.terms,
     ]
 
@@ -79,7 +80,9 @@ def facts_from_wire(w: Any) -> FileFacts:
     f.defer_sites(w[5])
     f.all_names = list(w[6]) if w[6] is not None else None
     f.words, f.doc, f.errors, f.is_test_file = w[7], w[8], list(w[9]), w[10]
-    f.flows = list(w[11])
+    if not isinstance(w[11], bytes):
+        raise ValueError("flows are not packed")
+    f.defer_flows(w[11])
     f.literals = list(w[12])
     f.terms = w[13]
     return f
@@ -94,11 +97,16 @@ def edge_from_wire(w: Any) -> Edge:
 
 
 def binding_to_wire(b: FileBinding) -> list[Any]:
-    return [b.path, [edge_to_wire(e) for e in b.edges], sorted(b.deps), b.internal, b.external, b.unresolved, b.flows]
+    deps, flows = b.packed if b.packed is not None else (pack_records(sorted(b.deps)), pack_records(b.flows))
+    return [b.path, [edge_to_wire(e) for e in b.edges], deps, b.internal, b.external, b.unresolved, flows]
 
 
 def binding_from_wire(w: Any) -> FileBinding:
-    return FileBinding(w[0], list(map(Edge._make, w[1])), set(w[2]), w[3], w[4], list(w[5]), list(w[6]))
+    if not (isinstance(w[2], bytes) and isinstance(w[6], bytes)):
+        raise ValueError("dependencies and flows are not packed")
+    b = FileBinding(w[0], list(map(Edge._make, w[1])), internal=w[3], external=w[4], unresolved=list(w[5]))
+    b.defer(w[2], w[6])
+    return b
 
 
 class IndexStore:
