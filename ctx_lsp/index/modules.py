@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import builtins
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ctx_lsp.index.facts import Def, FileFacts, Import
@@ -218,59 +218,6 @@ def changed_names(old: dict[str, tuple], new: dict[str, tuple]) -> set[str]:
     return {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
 
 
-class ModuleInfos(Mapping[str, ModuleInfo]):
-    """path -> ModuleInfo over the workspace's facts, each table built on first read.
-
-    Why lazy: a warm start would otherwise build ~2,800 tables (0.1 s on Django) that only a re-bind,
-    jedi refinement or a task's snippet reads, and those read the few modules they touch. A table is a
-    pure function of a file's facts and module name, so when it is built does not change any answer.
-    The facts dict is the index's own: whoever replaces a file's facts in it drops that table (`pop`).
-    """
-
-    __slots__ = ("_facts", "_canonical", "_built")
-
-    def __init__(self, facts: dict[str, FileFacts], canonical: dict[str, str],
-                 previous: ModuleInfos | None = None) -> None:
-        self._facts, self._canonical = facts, canonical
-        # tables of a previous workspace still valid here (same facts object, same module name); copied,
-        # so no chain of old workspaces stays alive
-        self._built: dict[str, ModuleInfo] = {} if previous is None else {
-            p: info for p, info in previous._built.items()
-            if facts.get(p) is info.facts and canonical.get(p) == info.module}
-
-    def get(self, path: str, default: ModuleInfo | None = None) -> ModuleInfo | None:  # type: ignore[override]
-        info = self._built.get(path)
-        if info is None:
-            f = self._facts.get(path)
-            if f is None:
-                return default
-            info = self._built[path] = build_module_info(f, self._canonical[path])
-        return info
-
-    def __getitem__(self, path: str) -> ModuleInfo:
-        info = self.get(path)
-        if info is None:
-            raise KeyError(path)
-        return info
-
-    def __contains__(self, path: object) -> bool:
-        return path in self._facts
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._facts)
-
-    def __len__(self) -> int:
-        return len(self._facts)
-
-    def pop(self, path: str) -> None:
-        """Forget a file's table (its facts changed)."""
-        self._built.pop(path, None)
-
-    def built(self) -> int:
-        """How many tables exist so far."""
-        return len(self._built)
-
-
 class Workspace:
     """The module table over all files' facts; resolves names across files."""
 
@@ -297,9 +244,39 @@ class Workspace:
             parts = name.split(".")
             for i in range(1, len(parts)):
                 self.prefixes.add(".".join(parts[:i]))
-        self.info: ModuleInfos = ModuleInfos(facts_by_path, self.canonical, previous.info if previous is not None else None)
+        # The per-file tables are built on first read of `info`: a warm start would otherwise build
+        # ~2,800 of them (0.1 s on Django) that only binding, refinement or a task's snippet reads.
+        # Until then the previous workspace's tables are kept for reuse (one dict, no chain of workspaces).
+        self._info: dict[str, ModuleInfo] | None = None
+        self._reuse: dict[str, ModuleInfo] | None = None
+        if previous is not None:
+            self._reuse = previous._info if previous._info is not None else previous._reuse
         self._class_cache: dict[str, tuple[list[Value], frozenset[str]]] = {}
         self._mro_active: set[str] = set()  # MROs being computed (cycle guard)
+
+    @property
+    def info(self) -> dict[str, ModuleInfo]:
+        """path -> ModuleInfo, built on first read; a table whose facts object and module name are
+        unchanged since the previous workspace is reused."""
+        if self._info is None:
+            reuse = self._reuse or {}
+            info: dict[str, ModuleInfo] = {}
+            for path, f in self.facts.items():
+                old = reuse.get(path)
+                if old is not None and old.facts is f and old.module == self.canonical[path]:
+                    info[path] = old
+                else:
+                    info[path] = build_module_info(f, self.canonical[path])
+            self._info, self._reuse = info, None
+        return self._info
+
+    @info.setter
+    def info(self, value: dict[str, ModuleInfo]) -> None:  # an overlay workspace (retrieval/grounding.py)
+        self._info = value
+
+    @property
+    def info_built(self) -> bool:
+        return self._info is not None
 
 
 class ModuleScope:

@@ -452,8 +452,12 @@ class WorkspaceIndex:
         if added_or_removed or old_ws.facts is not self.facts:
             self.ws = Workspace(self.facts, previous=old_ws)
         else:  # same files, same module names: only the changed files' tables are stale
-            for p in changed:
-                self.ws.info.pop(p)
+            if self.ws.info_built:
+                from ctx_lsp.index.modules import build_module_info
+
+                for p, f in changed.items():
+                    if f is not None:
+                        self.ws.info[p] = build_module_info(f, self.ws.canonical[p])
             self.ws._class_cache.clear()
         ws = self.ws
         rebind = {p for p, f in changed.items() if f is not None}
@@ -545,6 +549,7 @@ class WorkspaceIndex:
         if self.workers > 1 and total >= PARALLEL_THRESHOLD and self.may_fork():
             import multiprocessing
 
+            self.ws.info  # built here once, so forked workers inherit it copy-on-write  # noqa: B018
             _FORK_WS = self.ws  # forked workers inherit the module table copy-on-write
             try:
                 chunk = max(32, total // (self.workers * 6))

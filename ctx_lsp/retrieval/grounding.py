@@ -56,7 +56,7 @@ def _overlay(ws: Workspace, path: str, module: str, text: str) -> Workspace:
     facts = extract(path, text)
     info = build_module_info(facts, module)
     ov = copy.copy(ws)
-    ov.info = ChainMap({path: info}, ws.info)  # type: ignore[assignment, arg-type]
+    ov.info = ChainMap({path: info}, ws.info)  # type: ignore[assignment]
     ov._class_cache = ChainMap({}, ws._class_cache)  # type: ignore[assignment]
     ov._mro_active = set()
     return ov
