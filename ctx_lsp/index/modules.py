@@ -10,6 +10,7 @@ import builtins
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 from ctx_lsp.index.facts import Def, FileFacts, Import
 from ctx_lsp.index.model import RESOLVER_IMPORT, RESOLVER_MRO, RESOLVER_SCOPE, RESOLVER_TYPE, symbol_id
@@ -247,36 +248,31 @@ class Workspace:
         # The per-file tables are built on first read of `info`: a warm start would otherwise build
         # ~2,800 of them (0.1 s on Django) that only binding, refinement or a task's snippet reads.
         # Until then the previous workspace's tables are kept for reuse (one dict, no chain of workspaces).
-        self._info: dict[str, ModuleInfo] | None = None
         self._reuse: dict[str, ModuleInfo] | None = None
         if previous is not None:
-            self._reuse = previous._info if previous._info is not None else previous._reuse
+            self._reuse = previous.__dict__.get("info", previous._reuse)
         self._class_cache: dict[str, tuple[list[Value], frozenset[str]]] = {}
         self._mro_active: set[str] = set()  # MROs being computed (cycle guard)
 
-    @property
+    @cached_property
     def info(self) -> dict[str, ModuleInfo]:
-        """path -> ModuleInfo, built on first read; a table whose facts object and module name are
-        unchanged since the previous workspace is reused."""
-        if self._info is None:
-            reuse = self._reuse or {}
-            info: dict[str, ModuleInfo] = {}
-            for path, f in self.facts.items():
-                old = reuse.get(path)
-                if old is not None and old.facts is f and old.module == self.canonical[path]:
-                    info[path] = old
-                else:
-                    info[path] = build_module_info(f, self.canonical[path])
-            self._info, self._reuse = info, None
-        return self._info
-
-    @info.setter
-    def info(self, value: dict[str, ModuleInfo]) -> None:  # an overlay workspace (retrieval/grounding.py)
-        self._info = value
+        """path -> ModuleInfo, built on first read (then a plain instance attribute: the binder reads
+        it on its hottest path); a table whose facts object and module name are unchanged since the
+        previous workspace is reused."""
+        reuse = self._reuse or {}
+        info: dict[str, ModuleInfo] = {}
+        for path, f in self.facts.items():
+            old = reuse.get(path)
+            if old is not None and old.facts is f and old.module == self.canonical[path]:
+                info[path] = old
+            else:
+                info[path] = build_module_info(f, self.canonical[path])
+        self._reuse = None
+        return info
 
     @property
     def info_built(self) -> bool:
-        return self._info is not None
+        return "info" in self.__dict__
 
 
 class ModuleScope:
@@ -287,13 +283,22 @@ class ModuleScope:
         self.ws = ws
         self.deps: set[str] = set()
         self.resolver = RESOLVER_SCOPE
+        self._dep_keys: dict[str, dict[str, str]] = {}  # path -> qual -> its interned name_dep key
 
     # -- module level ---------------------------------------------------------------------
     def use(self, path: str, qual: str) -> None:
         """Record that binding read `path`'s tables under `qual`'s interface key (see dep_key)."""
-        info = self.ws.info.get(path)
-        # interned: the same keys recur across thousands of bindings
-        self.deps.add(sys.intern(name_dep(path, dep_key(info.classes, qual) if info is not None else qual.partition(".")[0])))
+        # memoised: the binder asks for the same (path, qual) thousands of times (a third of its time
+        # on a large file went here); interned: the same keys recur across thousands of bindings
+        keys = self._dep_keys.get(path)
+        if keys is None:
+            keys = self._dep_keys[path] = {}
+        key = keys.get(qual)
+        if key is None:
+            info = self.ws.info.get(path)
+            key = keys[qual] = sys.intern(name_dep(path, dep_key(info.classes, qual) if info is not None
+                                                   else qual.partition(".")[0]))
+        self.deps.add(key)
 
     def module_path(self, name: str) -> str | None:
         self.deps.add(name)
