@@ -6,7 +6,7 @@ keyed by edge kind) is kept in step with those lists; an edge whose target node 
 is kept in the per-file list but not in the adjacency.
 
 Why not networkx: it was only ever a container here (no algorithm ran on it), and its attribute
-dicts per node and per edge, its API layers and its import made up about a fifth of a warm start.
+dicts per node and per edge, its API layers and its import cost 0.17 s of a 1.4 s Django warm start.
 """
 
 from __future__ import annotations

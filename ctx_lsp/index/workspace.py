@@ -270,7 +270,7 @@ class WorkspaceIndex:
         self.extra_state: dict[str, Any] = {}  # other producers' persisted state (history, coverage)
         self.overlay_text: dict[str, str] = {}  # editor buffers (unsaved text), by path
         # True: a build or refresh writes the cache from a forked child while this process goes on to
-        # answer (single-threaded processes only: the CLI, speed's children; others write inline)
+        # answer (where `may_fork`: the CLI, speed's children, the daemon; others write inline)
         self.background_save = False
         # True: the owner guarantees that while this index updates, no other thread holds a lock a
         # forked child could need (the daemon: every engine call runs under one lock, nothing reads
@@ -535,9 +535,9 @@ class WorkspaceIndex:
         return out
 
     def may_fork(self) -> bool:
-        """Whether this process may fork now. A fork while another thread holds a lock (the language
-        server's stdin reader, jedi refinement importing a module) can deadlock the child, so only a
-        single-threaded process, or an owner that declared `fork_safe`, forks."""
+        """Whether this process may fork now. A fork while another thread holds a lock (jedi
+        refinement importing a module, a stream mid-write in the language server) can deadlock the
+        child, so only a single-threaded process, or an owner that declared `fork_safe`, forks."""
         return (hasattr(os, "fork") and may_start_processes()
                 and (threading.active_count() == 1 or self.fork_safe))
 
@@ -549,8 +549,8 @@ class WorkspaceIndex:
         if self.workers > 1 and total >= PARALLEL_THRESHOLD and self.may_fork():
             import multiprocessing
 
-            self.ws.info  # built here once, so forked workers inherit it copy-on-write  # noqa: B018
-            _FORK_WS = self.ws  # forked workers inherit the module table copy-on-write
+            _ = self.ws.info  # the module tables, built here once: forked workers inherit them copy-on-write
+            _FORK_WS = self.ws
             try:
                 chunk = max(32, total // (self.workers * 6))
                 chunks = [order[i : i + chunk] for i in range(0, total, chunk)]
@@ -727,7 +727,8 @@ class WorkspaceIndex:
     # -- persistence and status ------------------------------------------------------------
     def save(self, background: bool = False) -> None:
         """Write the cache. `background`: from a forked child, so the caller need not wait for the
-        ~0.7 s a Django-sized cache takes to pack and write; only where `may_fork`, else inline. Writes never overlap: each waits for the last."""
+        ~0.7 s a Django-sized cache takes to pack and write; only where `may_fork`, else inline.
+        Writes never overlap: each waits for the last."""
         self.wait_saved()
         if background and self.may_fork():
             sys.stdout.flush()

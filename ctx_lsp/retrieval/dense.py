@@ -8,8 +8,8 @@ and a hash of the abstraction text, so an edit re-embeds only the symbols whose 
 
 Modes (DenseOptions.mode): `background` (the server embeds after indexing and after edits; a
 query before the first pass is done runs without this generator and says so in the pack),
-`cached` (the CLI's `context` and `ctx-lsp mcp`: used only when `ctx-lsp index --dense` made the cache, then brought
-up to date before the query) and `sync` (benchmarks and `index --dense`: brought up to date before
+`cached` (the CLI's `context` and `ctx-lsp mcp`: used only when `ctx-lsp index --dense` made the
+cache, then brought up to date before the query) and `sync` (benchmarks and `index --dense`: brought up to date before
 every query).
 """
 
