@@ -25,6 +25,7 @@ from ctx_lsp.index.chains import (
     typevar_bound,
     value_chain,
 )
+from ctx_lsp.index.chunk_terms import chunk_term_counts
 from ctx_lsp.index.facts import (
     CALL,
     MAX_SIGNATURE,
@@ -64,6 +65,7 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
         facts.flows = flow_facts(tree, visitor.col)
     facts.words = " ".join([_path_words(path), facts.words])[: MAX_WORDS * 8]
     facts.terms = _file_terms(text)
+    facts.chunk_terms = chunk_term_counts(facts)
     return facts
 
 

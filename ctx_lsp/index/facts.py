@@ -94,6 +94,8 @@ class FileFacts:
     literals: list[tuple[str, int, str]] = field(default_factory=list)
     # term frequencies of the whole text (comments and docstrings included): whole-file BM25
     terms: dict[str, int] = field(default_factory=dict)
+    # each symbol chunk's term counts, packed (index/chunk_terms.py): the chunk BM25 index's input
+    chunk_terms: bytes = b""
     # `sites` packed (see pack_sites) while nobody has read them: a warm start loads every file's
     # facts, but only a re-bind or jedi refinement reads a file's sites (280k on Django)
     packed_sites: bytes | None = field(default=None, repr=False, compare=False)

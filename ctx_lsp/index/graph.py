@@ -70,29 +70,40 @@ class CodeGraph:
             self.relink()
             return
         by_name = self.by_name
-        node, succ, pred = self._node, self._succ, self._pred
+        node, succ, pred, waiting = self._node, self._succ, self._pred, self._waiting
+        # tuple indexing, not attribute access: these loops run ~230k times on a Django warm start
         for path in sorted(nodes_by_file):
             nodes = nodes_by_file[path]
+            ids = []
             for n in nodes:
-                if n.id not in node:
-                    succ[n.id] = {}
-                    pred[n.id] = {}
-                node[n.id] = n
-                by_name.setdefault(n.name.lower(), set()).add(n.id)
-            self.file_nodes[path] = [n.id for n in nodes]
+                nid = n[0]
+                if nid not in node:
+                    succ[nid] = {}
+                    pred[nid] = {}
+                node[nid] = n
+                ids.append(nid)
+                qual = n[3]  # Node.name, inlined
+                name = (n[2].rsplit("/", 1)[-1] if qual is None else qual.rsplit(".", 1)[-1]).lower()
+                held = by_name.get(name)
+                if held is None:
+                    by_name[name] = {nid}
+                else:
+                    held.add(nid)
+            self.file_nodes[path] = ids
+        file_edges = self.file_edges
         for path in sorted(edges_by_file):
-            edges = list(edges_by_file[path])
-            self.file_edges[path] = edges
+            edges = file_edges[path] = list(edges_by_file[path])
             for e in edges:
-                if e.src not in node or e.dst not in node:
-                    self._waiting.setdefault(e.src if e.src not in node else e.dst, set()).add((0, path))
+                src, dst, kind = e[0], e[1], e[2]
+                out = succ.get(src)
+                if out is None or dst not in node:
+                    waiting.setdefault(dst if out is not None else src, set()).add((0, path))
                     continue
-                out = succ[e.src]
-                keydict = out.get(e.dst)
+                keydict = out.get(dst)
                 if keydict is None:
-                    keydict = out[e.dst] = {}
-                    pred[e.dst][e.src] = keydict
-                keydict[e.kind] = e
+                    keydict = out[dst] = {}
+                    pred[dst][src] = keydict
+                keydict[kind] = e
         self.revision += 1
 
     # -- the adjacency -------------------------------------------------------------------------

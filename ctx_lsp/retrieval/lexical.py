@@ -14,9 +14,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ctx_lsp.index.chunk_terms import chunk_term_counts, unpack_chunk_terms
 from ctx_lsp.index.facts import FileFacts
-from ctx_lsp.index.model import symbol_id
-from ctx_lsp.retrieval.text import term_counts, terms
+from ctx_lsp.retrieval.text import terms
 
 K1 = 1.5
 B = 0.75
@@ -29,19 +29,7 @@ class Chunk:
     node_id: str
     path: str
     length: int
-    tf: Counter[str]
-
-
-def chunk_texts(facts: FileFacts) -> list[tuple[str, str]]:
-    """(node id, text) per symbol chunk: name, qualified name, signature, docstring, identifiers,
-    string literals and path words; plus one chunk for the module itself."""
-    out = [(facts.path, f"{facts.path} {facts.doc} {facts.words}")]
-    for d in facts.defs:
-        if d.kind == "variable" and "." in d.qual:
-            continue  # class attributes are covered by their class's chunk
-        text = f"{d.qual} {d.qual} {d.signature} {d.doc} {d.doc} {d.words} {facts.path}"
-        out.append((symbol_id(facts.path, d.qual), text))
-    return out
+    tf: dict[str, int]
 
 
 class LexicalIndex:
@@ -64,8 +52,7 @@ class LexicalIndex:
         if facts is None:
             return
         added: list[str] = []
-        for node_id, text in chunk_texts(facts):
-            tf = term_counts(text)
+        for node_id, tf in unpack_chunk_terms(facts.chunk_terms or chunk_term_counts(facts)):
             ch = Chunk(node_id, path, sum(tf.values()), tf)
             self.chunks[node_id] = ch
             self.total_len += ch.length
