@@ -68,6 +68,8 @@ class Engine:
         self.lock = threading.RLock()
         self.opened = False
         self._retriever: Any = None
+        # the lexical indexes are written with the cache, so a fresh process need not rebuild them
+        self.index.save_sections["lexical"] = lambda: self.retriever.lexical_snapshot()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def open(self, progress: Progress | None = None) -> BuildReport:

@@ -28,7 +28,7 @@ from ctx_lsp.index.model import Edge
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 11  # 11: each file's chunk term counts (index/chunk_terms.py); 10: flows and a binding's dependencies packed apart too, unpacked on first read; 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
+SCHEMA = 12  # 12: derived sections (the lexical indexes, retrieval/engine.py lexical_snapshot); 11: each file's chunk term counts (index/chunk_terms.py); 10: flows and a binding's dependencies packed apart too, unpacked on first read; 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
 MAGIC = b"ctx-lsp\n"
 _PREFIX = len(MAGIC) + 4  # MAGIC, then the CRC-32 (big-endian) of everything after it
 _UNICODE = "surrogatepass"  # any Python str packs and unpacks losslessly

@@ -268,6 +268,11 @@ class WorkspaceIndex:
         # per path: what the callback-flow pass reads of its binding (see _update_flow)
         self._flow_inputs: dict[str, tuple[list[tuple], frozenset[tuple[str, str]], tuple[tuple[str, str], ...]]] = {}
         self.extra_state: dict[str, Any] = {}  # other producers' persisted state (history, coverage)
+        # derived indexes written with the cache: name -> a function returning the section as of the
+        # current facts (called at each write, in the writer), and the sections the last warm start
+        # read, for their owners to take (the Retriever's lexical indexes)
+        self.save_sections: dict[str, Callable[[], Any]] = {}
+        self.loaded_sections: dict[str, Any] = {}
         self.overlay_text: dict[str, str] = {}  # editor buffers (unsaved text), by path
         # True: a build or refresh writes the cache from a forked child while this process goes on to
         # answer (where `may_fork`: the CLI, speed's children, the daemon; others write inline)
@@ -308,6 +313,9 @@ class WorkspaceIndex:
                 progress("loading cache", 0, len(found.files))
             with _timed(ph, "decode"):
                 decoded = _decode_cache(cached) if cached is not None else None
+            if decoded is not None and cached is not None:
+                sections = cached.get("sections")
+                self.loaded_sections = dict(sections) if isinstance(sections, dict) else {}
             if cached is not None and decoded is None:
                 log.warning("cache corrupt, rebuilding: %s", self.store.path)
             del cached
@@ -771,7 +779,16 @@ class WorkspaceIndex:
 
         try:
             flow = [edge_to_wire(e) for e in self.graph.extra_edges.get(FLOW_KEY, [])]
-            self.store.save(self.root, entries(), len(rels), {"extra": self.extra_state, "flow": flow})
+            # a section nobody here owns is written back as read: each describes the file versions it
+            # holds (the lexical one by digest), so an older one is still correct to start from
+            sections = dict(self.loaded_sections)
+            for name, make in sorted(self.save_sections.items()):
+                try:
+                    sections[name] = make()
+                except Exception:  # a derived index is rebuilt without its section; the cache is still written
+                    log.exception("cache section %s failed", name)
+            self.store.save(self.root, entries(), len(rels),
+                            {"extra": self.extra_state, "flow": flow, "sections": sections})
         except OSError as exc:
             log.warning("could not write the cache %s: %s", self.store.path, exc)
 

@@ -6,13 +6,14 @@ Ablation features (for benchmark_gen): "lexical", "symbols", "edges", "history_t
 from __future__ import annotations
 
 import gc
+import logging
 import math
 import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ctx_lsp.index.facts import is_test_path, split_lines
+from ctx_lsp.index.facts import FileFacts, is_test_path, split_lines
 from ctx_lsp.index.model import NodeKind
 from ctx_lsp.retrieval.evidence import TaskEvidence, cap_text, extract_evidence
 from ctx_lsp.retrieval.expand import edges_for, expand
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 TEST_PRIOR = 0.6
 # operators whose answer is other code than the named target
+log = logging.getLogger(__name__)
 _RELATIONAL = {"callers", "implementations", "references", "importers", "instantiations", "tests", "history"}
 # the generators' names, and the stages that can be switched off: edges (typed expansion), hops, scope
 # (the scope prior of files), files (the fused file ranking of task text)
@@ -41,6 +43,8 @@ ALL_FEATURES = frozenset({"lexical", "symbols", "edges", "history_tests", "hops"
 # generators that run only when set up: "dense" (the `dense` extra; ctx_lsp/retrieval/dense.py)
 OPTIONAL_FEATURES = frozenset({"dense"})
 FILE_TOP = 20
+LEXICAL_SECTION = "lexical"  # the cache section of the lexical indexes' snapshot
+LEXICAL_VERSION = 1
 LEXICAL_FILES = 100
 NEAR_TOP = 3
 IN_FILE_TOP = 10  # leading files that get an item even when only their text matched
@@ -62,6 +66,8 @@ class Retriever:
         self._folders: dict[str, list[str]] = {}
         self._folders_rev = -1
         self._dirty: set[str] | None = None  # None = build everything on first use
+        self._applied: dict[str, str] = {}  # path -> digest of the facts the lexical indexes hold
+        self.lexical_loaded = False  # the lexical indexes started from the cache's snapshot
         self.working = WorkingMemory()
         self.episodic = EpisodicMemory(engine.index.cache_dir / "episodes.jsonl")
         self.stale = False  # set by an adapter while the index is still being built
@@ -111,20 +117,60 @@ class Retriever:
     def sync(self) -> None:
         facts = self.engine.index.facts
         if self._dirty is None:
-            for path in sorted(facts):
-                self.lexical.set_file(facts[path], path)
-                self.file_lexical.set_file(facts[path], path)
+            snap = self.engine.index.loaded_sections.pop(LEXICAL_SECTION, None)
+            todo = self._load_lexical(snap, facts) if snap is not None else None
+            self.lexical_loaded = todo is not None
+            if todo is None:
+                self.lexical, self.file_lexical, self._applied = LexicalIndex(), FileLexicalIndex(), {}
+                todo = sorted(facts)
+            for path in todo:
+                self._set_lexical(facts.get(path), path)
             self._dirty = set()
             self._refresh_names()
             gc.freeze()  # the lexical indexes live as long as the process: full collections need not scan them
             return
         if self._dirty:
             for path in sorted(self._dirty):
-                self.lexical.set_file(facts.get(path), path)
-                self.file_lexical.set_file(facts.get(path), path)
+                self._set_lexical(facts.get(path), path)
                 if self._literals is not None:
                     self._literals.set_file(facts.get(path), path)
             self._dirty.clear()
+
+    def _set_lexical(self, f: FileFacts | None, path: str) -> None:
+        self.lexical.set_file(f, path)
+        self.file_lexical.set_file(f, path)
+        if f is None:
+            self._applied.pop(path, None)
+        else:
+            self._applied[path] = f.digest
+
+    def _load_lexical(self, snap: Any, facts: dict[str, FileFacts]) -> list[str] | None:
+        """Start both lexical indexes from a snapshot of the cache (`lexical_snapshot`); the paths
+        still to set (changed, new or gone since it was written), or None when it is unusable."""
+        try:
+            if not isinstance(snap, dict) or snap.get("v") != LEXICAL_VERSION:
+                return None
+            digests: dict[str, str] = snap["digests"]
+            same = {p for p, d in digests.items() if (f := facts.get(p)) is not None and f.digest == d and f.chunk_terms}
+            stale = set(digests) - same
+            self.lexical.load(snap["chunks"], facts, same, stale)
+            self.file_lexical.load(snap["files"], facts, same, stale)
+            self._applied = {p: digests[p] for p in same}
+            split = snap["split"]
+            if isinstance(split, dict):
+                self._split_names = {k: tuple(v) for k, v in split.items()}
+        except (KeyError, TypeError, ValueError, AttributeError):
+            log.warning("lexical snapshot unusable, rebuilding the lexical indexes")
+            return None
+        return sorted(stale | (facts.keys() - same))
+
+    def lexical_snapshot(self) -> dict[str, Any]:
+        """Both lexical indexes as of the current facts, for the cache (WorkspaceIndex.save_sections):
+        the next process starts from it instead of indexing every file again."""
+        self.sync()
+        return {"v": LEXICAL_VERSION, "digests": dict(sorted(self._applied.items())),
+                "chunks": self.lexical.snapshot(), "files": self.file_lexical.snapshot(),
+                "split": {k: list(v) for k, v in sorted(self._split_names.items())}}
 
     def literal_index(self) -> LiteralIndex:
         if self._literals is None:
@@ -149,12 +195,16 @@ class Retriever:
             split = self._split_names  # kept across revisions: an edit changes few names, splitting all costs ~1 s
             kinds = _SYMBOL_KINDS + ("variable",)
             for n in g.nodes():
-                if n.qualname and n.kind in kinds and n.name not in compound:
-                    subs = split.get(n.name)
+                qual = n[3]  # tuple indexing: ~60k nodes per refresh on Django
+                if not qual or n[1] not in kinds:
+                    continue
+                name = qual.rpartition(".")[2]
+                if name not in compound:
+                    subs = split.get(name)
                     if subs is None:
-                        subs = split[n.name] = tuple(split_identifier(n.name))
+                        subs = split[name] = tuple(split_identifier(name))
                     if len(subs) >= 2:
-                        compound[n.name] = subs
+                        compound[name] = subs
             if len(split) > 2 * len(self._names) + 1000:  # names that left the workspace
                 self._split_names = {k: v for k, v in split.items() if k in g.by_name}
             self._compound = sorted(compound)

@@ -12,12 +12,13 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ctx_lsp.index.facts import FileFacts, is_test_path
 from ctx_lsp.index.modules import Workspace
 from ctx_lsp.retrieval.lexical import EPSILON, K1, B
+from ctx_lsp.retrieval.postings import Postings
 from ctx_lsp.retrieval.score import Candidate
 from ctx_lsp.retrieval.text import split_identifier, stem, terms
 
@@ -31,12 +32,13 @@ _SCRIPTS = re.compile(r"(?:^|/)(?:setup|conftest|conf|noxfile|fabfile|tasks|mana
 
 
 class FileLexicalIndex:
-    """BM25 (Okapi, rank-bm25's parameters) over whole files, from their persisted term counts."""
+    """BM25 (Okapi, rank-bm25's parameters) over whole files, from their persisted term counts; the
+    postings can start from a snapshot (`snapshot`, `load`), as the chunk index's."""
 
     def __init__(self) -> None:
         self.tf: dict[str, dict[str, int]] = {}
         self.length: dict[str, int] = {}
-        self.postings: dict[str, set[str]] = {}
+        self.postings = Postings()
         self.total = 0
         self.path_terms: dict[str, dict[str, float]] = {}  # path -> its words (file name words weigh 1, folders 0.5)
         self.path_postings: dict[str, set[str]] = {}
@@ -52,23 +54,33 @@ class FileLexicalIndex:
         if old is not None:
             self.total -= self.length.pop(path)
             for t in old:
-                holders = self.postings.get(t)
-                if holders is not None:
-                    holders.discard(path)
-                    if not holders:
-                        del self.postings[t]
+                self.postings.discard(t, path)
         if facts is None or not facts.terms:
             return
+        self._add(facts, path)
+        self.postings.add_all(path, facts.terms)
+
+    def _add(self, facts: FileFacts, path: str, words: dict[str, float] | None = None) -> None:
         self.tf[path] = facts.terms
-        words = path_words(path)
+        if words is None:
+            words = path_words(path)
         self.path_terms[path] = words
         for w in words:
             self.path_postings.setdefault(w, set()).add(path)
         n = sum(facts.terms.values())
         self.length[path] = n
         self.total += n
-        for t in facts.terms:
-            self.postings.setdefault(t, set()).add(path)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"postings": self.postings.snapshot(), "path_terms": dict(sorted(self.path_terms.items()))}
+
+    def load(self, snap: dict[str, Any], facts: Mapping[str, FileFacts], same: set[str], stale: set[str]) -> None:
+        """Start an empty index from `snap` (see LexicalIndex.load); term counts are the facts' own."""
+        words = snap["path_terms"]
+        for p in sorted(same):
+            if facts[p].terms:
+                self._add(facts[p], p, words.get(p))
+        self.postings.load(snap["postings"], stale, lambda p: p)
 
     def search(self, query: str, keep: Callable[[str], bool] | None = None, top: int = 50) -> list[tuple[str, float]]:
         q = Counter(terms(query))

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ctx_lsp.index.chunk_terms import chunk_term_counts, unpack_chunk_terms
 from ctx_lsp.index.facts import FileFacts
+from ctx_lsp.retrieval.postings import Postings
 from ctx_lsp.retrieval.text import terms
 
 K1 = 1.5
@@ -33,37 +35,83 @@ class Chunk:
 
 
 class LexicalIndex:
+    """Chunk BM25. Each file's chunks stay packed (its facts' `chunk_terms`) until a query reads one;
+    the postings can start from a snapshot (`snapshot`, `load`: persisted with the cache by the
+    Retriever), so a fresh process does not rebuild them."""
+
     def __init__(self) -> None:
-        self.chunks: dict[str, Chunk] = {}
-        self.by_path: dict[str, list[str]] = {}
-        self.postings: dict[str, set[str]] = {}
+        self.postings = Postings()
+        self.n = 0  # chunks
         self.total_len = 0
+        self._files: dict[str, bytes] = {}  # path -> the packed chunk terms indexed for it
+        self._counts: dict[str, tuple[int, int]] = {}  # path -> (its chunks, their total length)
+        self._decoded: dict[str, list[Chunk]] = {}
+        self.chunks: dict[str, Chunk] = {}  # node id -> chunk, for decoded files
+
+    def _file_chunks(self, path: str) -> list[Chunk]:
+        got = self._decoded.get(path)
+        if got is None:
+            raw = self._files.get(path)
+            if raw is None:
+                return []
+            got = self._decoded[path] = [Chunk(nid, path, sum(tf.values()), tf) for nid, tf in unpack_chunk_terms(raw)]
+            for ch in got:
+                self.chunks[ch.node_id] = ch
+        return got
+
+    def chunk(self, node_id: str) -> Chunk:
+        ch = self.chunks.get(node_id)
+        if ch is None:
+            self._file_chunks(node_id.partition("::")[0])  # a file's own chunk id is its path
+            ch = self.chunks[node_id]
+        return ch
 
     def set_file(self, facts: FileFacts | None, path: str) -> None:
-        for node_id in self.by_path.pop(path, []):
-            ch = self.chunks.pop(node_id)
-            self.total_len -= ch.length
-            for t in ch.tf:
-                holders = self.postings.get(t)
-                if holders is not None:
-                    holders.discard(node_id)
-                    if not holders:
-                        del self.postings[t]
+        if path in self._files:
+            for ch in self._file_chunks(path):
+                del self.chunks[ch.node_id]
+                for t in ch.tf:
+                    self.postings.discard(t, ch.node_id)
+            n, length = self._counts.pop(path)
+            self.n -= n
+            self.total_len -= length
+            del self._files[path]
+            del self._decoded[path]
         if facts is None:
             return
-        added: list[str] = []
-        for node_id, tf in unpack_chunk_terms(facts.chunk_terms or chunk_term_counts(facts)):
-            ch = Chunk(node_id, path, sum(tf.values()), tf)
-            self.chunks[node_id] = ch
-            self.total_len += ch.length
-            for t in ch.tf:
-                self.postings.setdefault(t, set()).add(node_id)
-            added.append(node_id)
-        self.by_path[path] = added
+        self._files[path] = facts.chunk_terms or chunk_term_counts(facts)
+        chunks = self._file_chunks(path)
+        length = 0
+        for ch in chunks:
+            length += ch.length
+            self.postings.add_all(ch.node_id, ch.tf)
+        self._counts[path] = (len(chunks), length)
+        self.n += len(chunks)
+        self.total_len += length
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"n": self.n, "total": self.total_len, "postings": self.postings.snapshot(),
+                "counts": {p: list(c) for p, c in sorted(self._counts.items())}}
+
+    def load(self, snap: dict[str, Any], facts: Mapping[str, FileFacts], same: set[str], stale: set[str]) -> None:
+        """Start an empty index from `snap`: `same` are the files it describes as they are now
+        (their chunks are read from `facts`), `stale` those it describes in another version or that
+        are gone; the caller then sets the stale and the new files."""
+        counts = snap["counts"]
+        self.n, self.total_len = int(snap["n"]), int(snap["total"])
+        for p in stale:
+            n, length = counts[p]
+            self.n -= n
+            self.total_len -= length
+        for p in same:
+            n, length = counts[p]
+            self._counts[p] = (int(n), int(length))
+            self._files[p] = facts[p].chunk_terms
+        self.postings.load(snap["postings"], stale, lambda nid: nid.partition("::")[0])
 
     def idf(self, term: str) -> float:
-        n = len(self.chunks)
-        df = len(self.postings.get(term, ()))
+        n = self.n
+        df = len(self.postings.get(term) or ())
         if df == 0 or n == 0:
             return 0.0
         value = math.log(n - df + 0.5) - math.log(df + 0.5)
@@ -73,15 +121,15 @@ class LexicalIndex:
     def search(self, query: str, top: int = 20, skip_common: float = 0.2) -> list[tuple[str, float]]:
         """Top chunks for a query: (node id, score), best first; ties broken by node id."""
         q = [t for t in terms(query)]
-        if not q or not self.chunks:
+        if not q or not self.n:
             return []
-        n = len(self.chunks)
+        n = self.n
         avgdl = self.total_len / n if n else 1.0
         qtf = Counter(q)
         scores: dict[str, float] = {}
         # rarest terms first; a very common term then only adds to documents already found, which
         # keeps a query over a large workspace to the documents that matter
-        ordered = sorted(qtf.items(), key=lambda kv: (len(self.postings.get(kv[0], ())), kv[0]))
+        ordered = sorted(qtf.items(), key=lambda kv: (len(self.postings.get(kv[0]) or ()), kv[0]))
         for term, mult in ordered:
             posting = self.postings.get(term)
             if not posting:
@@ -92,8 +140,9 @@ class LexicalIndex:
             idf = self.idf(term)
             if len(posting) > COMMON_POSTINGS and scores:
                 ids = scores.keys() & posting  # a set operation: long task texts have many common terms
+            chunk = self.chunk
             for node_id in ids:
-                ch = self.chunks[node_id]
+                ch = chunk(node_id)
                 f = ch.tf[term]
                 s = idf * f * (K1 + 1) / (f + K1 * (1 - B + B * ch.length / avgdl))
                 scores[node_id] = scores.get(node_id, 0.0) + s * mult
@@ -108,18 +157,18 @@ class LexicalIndex:
 
     def chunk_scores(self, query: str, path: str) -> dict[str, float]:
         """BM25 of each symbol chunk of one file that shares a term with the query (not the module chunk)."""
-        ids = self.by_path.get(path)
-        if not ids:
+        chunks = self._file_chunks(path)
+        if not chunks:
             return {}
         q = Counter(terms(query))
-        total = len(self.chunks)
+        total = self.n
         avgdl = self.total_len / total if total else 1.0
         idf = {t: self.idf(t) for t in q}
         out: dict[str, float] = {}
-        for node_id in ids:
+        for ch in chunks:
+            node_id = ch.node_id
             if node_id == path:
                 continue
-            ch = self.chunks[node_id]
             s = 0.0
             for term, mult in q.items():
                 f = ch.tf.get(term)

@@ -1,0 +1,143 @@
+"""The lexical indexes persisted with the cache: a fresh process starts from the snapshot, and what
+it then holds equals indexes built from scratch on the same files, through changes on disk, editor
+buffers and a second generation of snapshots."""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+
+import pytest
+from conftest import write_tree
+
+from ctx_lsp.engine import Engine
+
+WORDS = ("parse", "render", "cache", "token", "query", "graph", "node", "edge", "merge", "split", "load", "save")
+
+
+def _module(rng: random.Random, i: int) -> str:
+    out = [f'"""Module {i}: {" ".join(rng.sample(WORDS, 4))}."""\n']
+    for j in range(rng.randint(1, 4)):
+        a, b = rng.sample(WORDS, 2)
+        out.append(f"class {a.title()}{b.title()}{i}_{j}:\n    \"\"\"{rng.choice(WORDS)} the {rng.choice(WORDS)}.\"\"\"\n\n"
+                   f"    def {a}_{b}(self, {rng.choice(WORDS)}_value):\n        return '{rng.choice(WORDS)} failed: %s'\n\n")
+    out.append(f"def {rng.choice(WORDS)}_{i}():\n    # {' '.join(rng.sample(WORDS, 3))}\n    return {i}\n")
+    return "\n".join(out)
+
+
+def _tree(rng: random.Random, n: int) -> dict[str, str]:
+    return {f"pkg/{rng.choice(WORDS)}_{i}.py": _module(rng, i) for i in range(n)} | {"pkg/__init__.py": ""}
+
+
+def _state(e: Engine) -> dict[str, object]:
+    r = e.retriever
+    r.sync()
+    lex, fl = r.lexical, r.file_lexical
+    chunks = {path: sorted((c.node_id, sorted(c.tf.items())) for c in lex._file_chunks(path)) for path in e.index.facts}
+    return {
+        "n": lex.n, "total": lex.total_len, "postings": lex.postings.items(), "chunks": chunks,
+        "file_postings": fl.postings.items(), "tf": fl.tf, "length": fl.length, "file_total": fl.total,
+        "path_terms": fl.path_terms, "path_postings": fl.path_postings,
+        "search": [lex.search(q, top=50) for q in QUERIES], "file_search": [fl.search(q) for q in QUERIES],
+    }
+
+
+QUERIES = ["parse the token cache", "graph node edge merge", "render failed", "load save split query", "Parse1_0"]
+
+
+def _scratch(root: Path, tmp: Path, name: str) -> dict[str, object]:
+    e = Engine(root, cache_dir=tmp / name)
+    e.open()
+    return _state(e)
+
+
+def test_a_warm_start_takes_the_lexical_indexes_from_the_cache_and_they_equal_a_scratch_build(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    files = _tree(rng, 40)
+    write_tree(root, files)
+    first = Engine(root, cache_dir=cache)
+    first.open()
+    paths = sorted(p for p in files if p != "pkg/__init__.py")
+    # an editor buffer the cache must not take for the disk, then a save with it open
+    first.index.update_file(paths[0], _module(rng, 900), overlay=True)
+    first.index.save()
+
+    # changes on disk while no process runs: one file edited, one removed, one added
+    write_tree(root, {paths[1]: _module(rng, 901), "pkg/extra_new.py": _module(rng, 902)})
+    (root / paths[2]).unlink()
+
+    warm = Engine(root, cache_dir=cache)
+    assert warm.open().warm
+    got = _state(warm)
+    assert warm.retriever.lexical_loaded
+    assert got == _scratch(root, tmp_path, "scratch1")
+
+    # a second generation, from a process that decoded only what one query read: its snapshot keeps
+    # the bytes of untouched terms, marks the stale files' positions dead and appends new ids
+    mid = Engine(root, cache_dir=cache)
+    mid.open()
+    mid.context("parse the token cache", 2000, record=False)
+    assert mid.retriever.lexical_loaded
+    mid.index.update_file(paths[3], _module(rng, 903))
+    (root / paths[3]).write_text(_module(rng, 903))
+    mid.index.remove_file(paths[4])
+    (root / paths[4]).unlink()
+    mid.index.save()
+    (root / paths[5]).write_text(_module(rng, 904))
+
+    again = Engine(root, cache_dir=cache)
+    again.open()
+    got2 = _state(again)
+    assert again.retriever.lexical_loaded
+    assert got2 == _scratch(root, tmp_path, "scratch2")
+
+
+def test_an_unusable_lexical_snapshot_is_rebuilt_with_the_same_answers(tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    write_tree(root, _tree(random.Random(3), 12))
+    Engine(root, cache_dir=cache).open()
+    e = Engine(root, cache_dir=cache)
+    e.open()
+    snap = e.index.loaded_sections["lexical"]
+    snap["chunks"]["counts"] = {"no/such.py": [1, 2]}  # describes files that do not match its postings
+    with caplog.at_level(logging.WARNING):
+        got = _state(e)
+    assert not e.retriever.lexical_loaded
+    assert any("lexical snapshot unusable" in r.getMessage() for r in caplog.records)
+    assert got == _scratch(root, tmp_path, "scratch")
+
+
+def test_a_query_leaves_the_cache_and_its_lexical_snapshot_as_they_were(tmp_path: Path) -> None:
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    write_tree(root, _tree(random.Random(5), 10))
+    Engine(root, cache_dir=cache).open()
+    before = (cache / "index.msgpack").read_bytes()
+    e = Engine(root, cache_dir=cache)
+    e.open()
+    e.context("parse the token cache", 2000, record=False)
+    assert e.retriever.lexical_loaded
+    assert (cache / "index.msgpack").read_bytes() == before
+
+
+def test_a_process_without_the_retriever_writes_the_snapshot_back_and_it_stays_correct(tmp_path: Path) -> None:
+    from ctx_lsp.index.workspace import WorkspaceIndex
+
+    rng = random.Random(11)
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    files = _tree(rng, 15)
+    write_tree(root, files)
+    Engine(root, cache_dir=cache).open()
+    changed = sorted(files)[3]
+    write_tree(root, {changed: _module(rng, 950)})
+    bare = WorkspaceIndex(root, cache_dir=cache)  # as `ctx-lsp coverage import` opens and saves
+    bare.load_or_build()  # re-extracts the changed file and writes the cache
+    assert "lexical" in bare.loaded_sections
+
+    e = Engine(root, cache_dir=cache)
+    e.open()
+    got = _state(e)
+    assert e.retriever.lexical_loaded
+    assert got == _scratch(root, tmp_path, "scratch")
