@@ -8,6 +8,7 @@ import logging
 import random
 from pathlib import Path
 
+import msgpack
 import pytest
 from conftest import write_tree
 
@@ -101,8 +102,9 @@ def test_an_unusable_lexical_snapshot_is_rebuilt_with_the_same_answers(tmp_path:
     Engine(root, cache_dir=cache).open()
     e = Engine(root, cache_dir=cache)
     e.open()
-    snap = e.index.loaded_sections["lexical"]
+    snap = msgpack.unpackb(e.index.loaded_sections["lexical"])
     snap["chunks"]["counts"] = {"no/such.py": [1, 2]}  # describes files that do not match its postings
+    e.index.loaded_sections["lexical"] = msgpack.packb(snap, use_bin_type=True)
     with caplog.at_level(logging.WARNING):
         got = _state(e)
     assert not e.retriever.lexical_loaded

@@ -26,7 +26,7 @@ from typing import Any
 from ctx_lsp.index.bind import Binder, FileBinding
 from ctx_lsp.index.discovery import DELETED, FileFilter, discover, read_source, too_large
 from ctx_lsp.index.extract import extract
-from ctx_lsp.index.facts import FileFacts, content_digest, decode_source
+from ctx_lsp.index.facts import FileFacts, content_digest, decode_source, pack_records
 from ctx_lsp.index.flow import FLOW_KEY, flow_edges
 from ctx_lsp.index.graph import CodeGraph
 from ctx_lsp.index.model import Edge, EdgeKind, Node, NodeKind, symbol_id
@@ -270,7 +270,8 @@ class WorkspaceIndex:
         self.extra_state: dict[str, Any] = {}  # other producers' persisted state (history, coverage)
         # derived indexes written with the cache: name -> a function returning the section as of the
         # current facts (called at each write, in the writer), and the sections the last warm start
-        # read, for their owners to take (the Retriever's lexical indexes)
+        # read, packed (facts.unpack_records: the owner decodes it when it first needs it, not the
+        # open), for their owners to take (the Retriever's lexical indexes)
         self.save_sections: dict[str, Callable[[], Any]] = {}
         self.loaded_sections: dict[str, Any] = {}
         self.overlay_text: dict[str, str] = {}  # editor buffers (unsaved text), by path
@@ -315,7 +316,8 @@ class WorkspaceIndex:
                 decoded = _decode_cache(cached) if cached is not None else None
             if decoded is not None and cached is not None:
                 sections = cached.get("sections")
-                self.loaded_sections = dict(sections) if isinstance(sections, dict) else {}
+                self.loaded_sections = {k: v for k, v in sections.items() if isinstance(v, bytes)} \
+                    if isinstance(sections, dict) else {}
             if cached is not None and decoded is None:
                 log.warning("cache corrupt, rebuilding: %s", self.store.path)
             del cached
@@ -784,7 +786,7 @@ class WorkspaceIndex:
             sections = dict(self.loaded_sections)
             for name, make in sorted(self.save_sections.items()):
                 try:
-                    sections[name] = make()
+                    sections[name] = pack_records(make())
                 except Exception:  # a derived index is rebuilt without its section; the cache is still written
                     log.exception("cache section %s failed", name)
             self.store.save(self.root, entries(), len(rels),

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ctx_lsp.index.facts import FileFacts, is_test_path, split_lines
+from ctx_lsp.index.facts import FileFacts, is_test_path, split_lines, unpack_records
 from ctx_lsp.index.model import NodeKind
 from ctx_lsp.retrieval.evidence import TaskEvidence, cap_text, extract_evidence
 from ctx_lsp.retrieval.expand import edges_for, expand
@@ -117,8 +117,8 @@ class Retriever:
     def sync(self) -> None:
         facts = self.engine.index.facts
         if self._dirty is None:
-            snap = self.engine.index.loaded_sections.pop(LEXICAL_SECTION, None)
-            todo = self._load_lexical(snap, facts) if snap is not None else None
+            packed = self.engine.index.loaded_sections.pop(LEXICAL_SECTION, None)
+            todo = self._load_lexical(packed, facts) if packed is not None else None
             self.lexical_loaded = todo is not None
             if todo is None:
                 self.lexical, self.file_lexical, self._applied = LexicalIndex(), FileLexicalIndex(), {}
@@ -144,10 +144,11 @@ class Retriever:
         else:
             self._applied[path] = f.digest
 
-    def _load_lexical(self, snap: Any, facts: dict[str, FileFacts]) -> list[str] | None:
-        """Start both lexical indexes from a snapshot of the cache (`lexical_snapshot`); the paths
-        still to set (changed, new or gone since it was written), or None when it is unusable."""
+    def _load_lexical(self, packed: bytes, facts: dict[str, FileFacts]) -> list[str] | None:
+        """Start both lexical indexes from a snapshot of the cache (`lexical_snapshot`, packed); the
+        paths still to set (changed, new or gone since it was written), or None when it is unusable."""
         try:
+            snap = unpack_records(packed)
             if not isinstance(snap, dict) or snap.get("v") != LEXICAL_VERSION:
                 return None
             digests: dict[str, str] = snap["digests"]
@@ -159,7 +160,7 @@ class Retriever:
             split = snap["split"]
             if isinstance(split, dict):
                 self._split_names = {k: tuple(v) for k, v in split.items()}
-        except (KeyError, TypeError, ValueError, AttributeError):
+        except Exception:  # any shape or decoding error: rebuild from the facts
             log.warning("lexical snapshot unusable, rebuilding the lexical indexes")
             return None
         return sorted(stale | (facts.keys() - same))

@@ -38,9 +38,9 @@ class Postings:
         assert not self._sets and not self._packed
         table = snap["table"]
         packed = snap["postings"]
-        if not isinstance(table, list) or not isinstance(packed, dict):
+        if not isinstance(table, (list, tuple)) or not isinstance(packed, dict):
             raise ValueError("malformed postings snapshot")
-        self._table = table
+        self._table = list(table)
         self._packed = dict(packed)
         self._stale = {i for i, item in enumerate(table) if item == DEAD or path_of(item) in stale_paths}
 
