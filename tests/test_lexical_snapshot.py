@@ -36,8 +36,9 @@ def _state(e: Engine) -> dict[str, object]:
     r.sync()
     lex, fl = r.lexical, r.file_lexical
     chunks = {path: sorted((c.node_id, sorted(c.tf.items())) for c in lex._file_chunks(path)) for path in e.index.facts}
+    lengths = dict(lex.length)
     return {
-        "n": lex.n, "total": lex.total_len, "postings": lex.postings.items(), "chunks": chunks,
+        "n": lex.n, "total": lex.total_len, "lengths": lengths, "postings": lex.postings.items(), "chunks": chunks,
         "file_postings": fl.postings.items(), "tf": fl.tf, "length": fl.length, "file_total": fl.total,
         "path_terms": fl.path_terms, "path_postings": fl.path_postings,
         "search": [lex.search(q, top=50) for q in QUERIES], "file_search": [fl.search(q) for q in QUERIES],

@@ -806,7 +806,8 @@ class WorkspaceIndex:
         return {"internal": internal, "external": external, "unresolved": unresolved}
 
     def dirty_files(self) -> list[str]:
-        return sorted(p for p, st in self.state.items() if st.overlay)
+        # every overlay's text is in overlay_text: no scan of all file states (2 ms per query on Django)
+        return sorted(p for p in self.overlay_text if (st := self.state.get(p)) is not None and st.overlay)
 
 
 @dataclass

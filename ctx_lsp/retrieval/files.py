@@ -72,7 +72,7 @@ class FileLexicalIndex:
         self.total += n
 
     def snapshot(self) -> dict[str, Any]:
-        return {"postings": self.postings.snapshot(), "path_terms": dict(sorted(self.path_terms.items()))}
+        return {"postings": self.postings.snapshot(self.tf.__contains__), "path_terms": dict(sorted(self.path_terms.items()))}
 
     def load(self, snap: dict[str, Any], facts: Mapping[str, FileFacts], same: set[str], stale: set[str]) -> None:
         """Start an empty index from `snap` (see LexicalIndex.load); term counts are the facts' own."""

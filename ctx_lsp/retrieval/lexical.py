@@ -10,6 +10,8 @@ one file. The benchmark baselines use rank-bm25 itself.
 from __future__ import annotations
 
 import math
+import sys
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ from typing import Any
 
 from ctx_lsp.index.chunk_terms import chunk_term_counts, unpack_chunk_terms
 from ctx_lsp.index.facts import FileFacts
-from ctx_lsp.retrieval.postings import Postings
+from ctx_lsp.retrieval.postings import DEAD, Postings
 from ctx_lsp.retrieval.text import terms
 
 K1 = 1.5
@@ -35,18 +37,19 @@ class Chunk:
 
 
 class LexicalIndex:
-    """Chunk BM25. Each file's chunks stay packed (its facts' `chunk_terms`) until a query reads one;
-    the postings can start from a snapshot (`snapshot`, `load`: persisted with the cache by the
-    Retriever), so a fresh process does not rebuild them."""
+    """Chunk BM25. The postings hold each chunk's term counts and `length` its length, so a query
+    scores hits without decoding their files; a file's chunks stay packed (its facts' `chunk_terms`)
+    until it is re-indexed or scored on its own (`chunk_scores`). The postings can start from a
+    snapshot (`snapshot`, `load`: persisted with the cache by the Retriever)."""
 
     def __init__(self) -> None:
         self.postings = Postings()
         self.n = 0  # chunks
         self.total_len = 0
+        self.length: dict[str, int] = {}  # chunk id -> its length in terms
         self._files: dict[str, bytes] = {}  # path -> the packed chunk terms indexed for it
         self._counts: dict[str, tuple[int, int]] = {}  # path -> (its chunks, their total length)
         self._decoded: dict[str, list[Chunk]] = {}
-        self.chunks: dict[str, Chunk] = {}  # node id -> chunk, for decoded files
 
     def _file_chunks(self, path: str) -> list[Chunk]:
         got = self._decoded.get(path)
@@ -55,28 +58,19 @@ class LexicalIndex:
             if raw is None:
                 return []
             got = self._decoded[path] = [Chunk(nid, path, sum(tf.values()), tf) for nid, tf in unpack_chunk_terms(raw)]
-            for ch in got:
-                self.chunks[ch.node_id] = ch
         return got
-
-    def chunk(self, node_id: str) -> Chunk:
-        ch = self.chunks.get(node_id)
-        if ch is None:
-            self._file_chunks(node_id.partition("::")[0])  # a file's own chunk id is its path
-            ch = self.chunks[node_id]
-        return ch
 
     def set_file(self, facts: FileFacts | None, path: str) -> None:
         if path in self._files:
             for ch in self._file_chunks(path):
-                del self.chunks[ch.node_id]
+                del self.length[ch.node_id]
                 for t in ch.tf:
                     self.postings.discard(t, ch.node_id)
             n, length = self._counts.pop(path)
             self.n -= n
             self.total_len -= length
             del self._files[path]
-            del self._decoded[path]
+            self._decoded.pop(path, None)
         if facts is None:
             return
         self._files[path] = facts.chunk_terms or chunk_term_counts(facts)
@@ -84,13 +78,20 @@ class LexicalIndex:
         length = 0
         for ch in chunks:
             length += ch.length
+            self.length[ch.node_id] = ch.length
             self.postings.add_all(ch.node_id, ch.tf)
         self._counts[path] = (len(chunks), length)
         self.n += len(chunks)
         self.total_len += length
+        if len(self._decoded) > 64:  # a file's decoded chunks are only needed while it is scored or changed
+            self._decoded.clear()
 
     def snapshot(self) -> dict[str, Any]:
-        return {"n": self.n, "total": self.total_len, "postings": self.postings.snapshot(),
+        postings = self.postings.snapshot(self.length.__contains__)
+        lengths = array("I", (self.length.get(nid, 0) for nid in postings["table"]))
+        if sys.byteorder == "big":
+            lengths.byteswap()
+        return {"n": self.n, "total": self.total_len, "postings": postings, "lengths": lengths.tobytes(),
                 "counts": {p: list(c) for p, c in sorted(self._counts.items())}}
 
     def load(self, snap: dict[str, Any], facts: Mapping[str, FileFacts], same: set[str], stale: set[str]) -> None:
@@ -107,7 +108,14 @@ class LexicalIndex:
             n, length = counts[p]
             self._counts[p] = (int(n), int(length))
             self._files[p] = facts[p].chunk_terms
-        self.postings.load(snap["postings"], stale, lambda nid: nid.partition("::")[0])
+        table = self.postings.load(snap["postings"], stale, lambda nid: nid.partition("::")[0])
+        lengths = array("I")
+        lengths.frombytes(snap["lengths"])
+        if sys.byteorder == "big":
+            lengths.byteswap()
+        if len(lengths) != len(table):
+            raise ValueError("chunk lengths do not match the postings table")
+        self.length = {nid: n for nid, n in zip(table, lengths, strict=True) if n and nid != DEAD}
 
     def idf(self, term: str) -> float:
         n = self.n
@@ -139,12 +147,11 @@ class LexicalIndex:
                 continue  # a term in a fifth of all chunks adds cost, not signal
             idf = self.idf(term)
             if len(posting) > COMMON_POSTINGS and scores:
-                ids = scores.keys() & posting  # a set operation: long task texts have many common terms
-            chunk = self.chunk
+                ids = scores.keys() & posting.keys()  # a set operation: long task texts have many common terms
+            length = self.length
             for node_id in ids:
-                ch = chunk(node_id)
-                f = ch.tf[term]
-                s = idf * f * (K1 + 1) / (f + K1 * (1 - B + B * ch.length / avgdl))
+                f = posting[node_id]
+                s = idf * f * (K1 + 1) / (f + K1 * (1 - B + B * length[node_id] / avgdl))
                 scores[node_id] = scores.get(node_id, 0.0) + s * mult
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         return ranked[:top]
