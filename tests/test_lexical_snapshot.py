@@ -39,7 +39,7 @@ def _state(e: Engine) -> dict[str, object]:
     lengths = dict(lex.length)
     return {
         "n": lex.n, "total": lex.total_len, "lengths": lengths, "postings": lex.postings.items(), "chunks": chunks,
-        "file_postings": fl.postings.items(), "tf": fl.tf, "length": fl.length, "file_total": fl.total,
+        "file_postings": fl.postings.items(), "tf": {p: dict(f.terms) for p, f in fl._facts.items()}, "length": fl.length, "file_total": fl.total,
         "path_terms": fl.path_terms, "path_postings": fl.path_postings,
         "search": [lex.search(q, top=50) for q in QUERIES], "file_search": [fl.search(q) for q in QUERIES],
     }

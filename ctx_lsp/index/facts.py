@@ -101,6 +101,8 @@ class FileFacts:
     packed_sites: bytes | None = field(default=None, repr=False, compare=False)
     # `flows` packed (pack_records) until read: only a module table (a re-bind, a task's snippet) reads them
     packed_flows: bytes | None = field(default=None, repr=False, compare=False)
+    # `terms` packed until read: the file BM25 index starts from the cache's snapshot, which holds them
+    packed_terms: bytes | None = field(default=None, repr=False, compare=False)
 
     def __getattr__(self, name: str) -> Any:
         # called only for an unset slot: `sites` or `flows` of facts loaded with them packed
@@ -114,12 +116,22 @@ class FileFacts:
             self.flows = flows
             self.packed_flows = None
             return flows
+        if name == "terms" and self.packed_terms is not None:
+            terms = unpack_records(self.packed_terms)
+            self.terms = terms
+            self.packed_terms = None
+            return terms
         raise AttributeError(name)
 
     def defer_sites(self, packed: bytes) -> None:
         """Hold the sites as `pack_sites` bytes, unpacked on first read."""
         del self.sites
         self.packed_sites = packed
+
+    def defer_terms(self, packed: bytes) -> None:
+        """Hold the term counts as `pack_records` bytes, unpacked on first read."""
+        del self.terms
+        self.packed_terms = packed
 
     def defer_flows(self, packed: bytes) -> None:
         """Hold the flows as `pack_records` bytes, unpacked on first read."""

@@ -28,7 +28,7 @@ from ctx_lsp.index.model import Edge
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 12  # 12: derived sections (the lexical indexes, retrieval/engine.py lexical_snapshot); 11: each file's chunk term counts (index/chunk_terms.py); 10: flows and a binding's dependencies packed apart too, unpacked on first read; 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
+SCHEMA = 13  # 13: a file's term counts packed apart, unpacked on first read; 12: derived sections (the lexical indexes, retrieval/engine.py lexical_snapshot); 11: each file's chunk term counts (index/chunk_terms.py); 10: flows and a binding's dependencies packed apart too, unpacked on first read; 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
 MAGIC = b"ctx-lsp\n"
 _PREFIX = len(MAGIC) + 4  # MAGIC, then the CRC-32 (big-endian) of everything after it
 _UNICODE = "surrogatepass"  # any Python str packs and unpacks losslessly
@@ -64,7 +64,8 @@ def facts_to_wire(f: FileFacts) -> list[Any]:
         f.all_names, f.words, f.doc, f.errors, f.is_test_file,
         f.packed_flows if f.packed_flows is not None else pack_records(
             [[fl[0], fl[1], fl[2], fl[3], list(fl[4]), fl[5]] for fl in f.flows]),
-        [list(lit) for lit in f.literals], f.terms, f.chunk_terms,
+        [list(lit) for lit in f.literals],
+        f.packed_terms if f.packed_terms is not None else pack_records(f.terms), f.chunk_terms,
     ]
 
 
@@ -84,7 +85,9 @@ def facts_from_wire(w: Any) -> FileFacts:
         raise ValueError("flows are not packed")
     f.defer_flows(w[11])
     f.literals = list(w[12])
-    f.terms = w[13]
+    if not isinstance(w[13], bytes):
+        raise ValueError("term counts are not packed")
+    f.defer_terms(w[13])
     if not isinstance(w[14], bytes):
         raise ValueError("chunk terms are not packed")
     f.chunk_terms = w[14]

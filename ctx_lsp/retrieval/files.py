@@ -36,7 +36,7 @@ class FileLexicalIndex:
     postings can start from a snapshot (`snapshot`, `load`), as the chunk index's."""
 
     def __init__(self) -> None:
-        self.tf: dict[str, dict[str, int]] = {}
+        self._facts: dict[str, FileFacts] = {}  # the facts indexed per path (their terms are read again only to drop them)
         self.length: dict[str, int] = {}
         self.postings = Postings()
         self.total = 0
@@ -50,41 +50,43 @@ class FileLexicalIndex:
                 holders.discard(path)
                 if not holders:
                     del self.path_postings[w]
-        old = self.tf.pop(path, None)
+        old = self._facts.pop(path, None)
         if old is not None:
             self.total -= self.length.pop(path)
-            for t in old:
+            for t in old.terms:
                 self.postings.discard(t, path)
         if facts is None or not facts.terms:
             return
         self._add(facts, path)
         self.postings.add_all(path, facts.terms)
 
-    def _add(self, facts: FileFacts, path: str, words: dict[str, float] | None = None) -> None:
-        self.tf[path] = facts.terms
+    def _add(self, facts: FileFacts, path: str, words: dict[str, float] | None = None, length: int | None = None) -> None:
+        self._facts[path] = facts
         if words is None:
             words = path_words(path)
         self.path_terms[path] = words
         for w in words:
             self.path_postings.setdefault(w, set()).add(path)
-        n = sum(facts.terms.values())
+        n = sum(facts.terms.values()) if length is None else length
         self.length[path] = n
         self.total += n
 
     def snapshot(self) -> dict[str, Any]:
-        return {"postings": self.postings.snapshot(self.tf.__contains__), "path_terms": dict(sorted(self.path_terms.items()))}
+        return {"postings": self.postings.snapshot(self.length.__contains__),
+                "path_terms": dict(sorted(self.path_terms.items())), "lengths": dict(sorted(self.length.items()))}
 
     def load(self, snap: dict[str, Any], facts: Mapping[str, FileFacts], same: set[str], stale: set[str]) -> None:
-        """Start an empty index from `snap` (see LexicalIndex.load); term counts are the facts' own."""
-        words = snap["path_terms"]
+        """Start an empty index from `snap` (see LexicalIndex.load). The files' term counts are not
+        read: the postings hold them, and the snapshot each file's length."""
+        words, lengths = snap["path_terms"], snap["lengths"]
         for p in sorted(same):
-            if facts[p].terms:
-                self._add(facts[p], p, words.get(p))
+            if p in lengths:
+                self._add(facts[p], p, words[p], int(lengths[p]))
         self.postings.load(snap["postings"], stale, lambda p: p)
 
     def search(self, query: str, keep: Callable[[str], bool] | None = None, top: int = 50) -> list[tuple[str, float]]:
         q = Counter(terms(query))
-        n = len(self.tf)
+        n = len(self.length)
         if not q or not n:
             return []
         avgdl = self.total / n
@@ -98,8 +100,7 @@ class FileLexicalIndex:
             idf = math.log(n - df + 0.5) - math.log(df + 0.5)
             if idf <= 0:
                 idf = EPSILON * mean_idf
-            for p in holders:
-                f = self.tf[p][term]
+            for p, f in holders.items():
                 s = idf * f * (K1 + 1) / (f + K1 * (1 - B + B * self.length[p] / avgdl))
                 scores[p] = scores.get(p, 0.0) + s * mult
         ranked = sorted(((p, s) for p, s in scores.items() if keep is None or keep(p)), key=lambda kv: (-kv[1], kv[0]))
@@ -109,7 +110,7 @@ class FileLexicalIndex:
     def identifier_matches(self, query: str, keep: Callable[[str], bool] | None = None) -> dict[str, float]:
         """Files holding the task's compound identifiers (`autodoc_typehints`, `getDefaultColumns`) as
         whole words, each weighted by its rarity over files: far more precise than their sub-words."""
-        n = len(self.tf) or 1
+        n = len(self.length) or 1
         compound = {ident.lower() for ident in _IDENT.findall(query) if len(split_identifier(ident)) > 1}
         scores: dict[str, float] = {}
         for t in sorted(compound):
