@@ -65,13 +65,17 @@ def test_warm_start_reads_nothing_then_only_the_touched_file(ws: tuple[Path, Pat
     assert again.graph.snapshot() == built(root, cache.parent / "fresh").graph.snapshot()
 
 
-def test_a_warm_start_unpacks_sites_flows_and_dependencies_only_when_they_are_read(ws: tuple[Path, Path]) -> None:
+def test_a_warm_start_unpacks_defs_sites_flows_terms_and_dependencies_only_when_they_are_read(
+        ws: tuple[Path, Path]) -> None:
     root, cache = ws
     cold = built(root, cache)
     warm = WorkspaceIndex(root, cache_dir=cache, workers=1)
     warm.load_or_build()
     assert all(f.packed_sites is not None for f in warm.facts.values()), "nothing read them yet"
     assert all(f.packed_flows is not None for f in warm.facts.values())
+    assert all(f.packed_terms is not None for f in warm.facts.values())
+    assert all(f.def_rows is not None for f in warm.facts.values()), "the graph's nodes came from the rows"
+    assert warm.graph.snapshot() == cold.graph.snapshot()
     assert all(b.packed is not None for b in warm.bindings.values())
     assert warm.bindings == cold.bindings, "equal once read"
     assert all(b.packed is None for b in warm.bindings.values())
@@ -80,6 +84,11 @@ def test_a_warm_start_unpacks_sites_flows_and_dependencies_only_when_they_are_re
     a = warm.facts["pkg/a.py"]
     assert a.sites == cold.facts["pkg/a.py"].sites and a.sites, "unpacked on first read, equal to the cold ones"
     assert a.packed_sites is None and warm.facts["pkg/b.py"].packed_sites is not None
+
+    b_facts = warm.facts["pkg/b.py"]
+    assert b_facts.defs == cold.facts["pkg/b.py"].defs and b_facts.defs and b_facts.def_rows is None
+    assert b_facts.terms == cold.facts["pkg/b.py"].terms and b_facts.packed_terms is None
+    assert warm.facts["main.py"].def_rows is not None
 
     warm.save()  # packed sites are written as they are, read ones packed again
     again = WorkspaceIndex(root, cache_dir=cache, workers=1)

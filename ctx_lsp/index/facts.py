@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -103,6 +104,10 @@ class FileFacts:
     packed_flows: bytes | None = field(default=None, repr=False, compare=False)
     # `terms` packed until read: the file BM25 index starts from the cache's snapshot, which holds them
     packed_terms: bytes | None = field(default=None, repr=False, compare=False)
+    # `defs` held as the cache's rows until read: the graph's nodes need only each def's first eight
+    # fields (def_rows); the rest (bases, attrs, locals, words...) stays packed for the binder
+    def_rows: tuple[tuple[Any, ...], ...] | None = field(default=None, repr=False, compare=False)
+    packed_def_rest: bytes | None = field(default=None, repr=False, compare=False)
 
     def __getattr__(self, name: str) -> Any:
         # called only for an unset slot: `sites` or `flows` of facts loaded with them packed
@@ -116,6 +121,13 @@ class FileFacts:
             self.flows = flows
             self.packed_flows = None
             return flows
+        if name == "defs" and self.def_rows is not None:
+            rest = unpack_records(self.packed_def_rest) if self.packed_def_rest is not None else ()
+            defs = [Def(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], list(r[0]), list(r[1]), r[2], r[3], r[4],
+                        r[5], r[6], r[7], r[8], r[9]) for d, r in zip(self.def_rows, rest, strict=True)]
+            self.defs = defs
+            self.def_rows = self.packed_def_rest = None
+            return defs
         if name == "terms" and self.packed_terms is not None:
             terms = unpack_records(self.packed_terms)
             self.terms = terms
@@ -127,6 +139,19 @@ class FileFacts:
         """Hold the sites as `pack_sites` bytes, unpacked on first read."""
         del self.sites
         self.packed_sites = packed
+
+    def defer_defs(self, rows: tuple[tuple[Any, ...], ...], rest: bytes) -> None:
+        """Hold the defs as the cache's rows (qual, kind, start, end, line, col, signature, doc) and
+        the packed rest of each, built into `Def`s on first read."""
+        del self.defs
+        self.def_rows = rows
+        self.packed_def_rest = rest
+
+    def node_rows(self) -> Iterable[tuple[Any, ...]]:
+        """(qual, kind, start, end, line, col, signature, doc) per def, without building the defs."""
+        if self.def_rows is not None:
+            return self.def_rows
+        return [(d.qual, d.kind, d.start, d.end, d.line, d.col, d.signature, d.doc) for d in self.defs]
 
     def defer_terms(self, packed: bytes) -> None:
         """Hold the term counts as `pack_records` bytes, unpacked on first read."""

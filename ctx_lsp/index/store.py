@@ -23,12 +23,12 @@ import msgpack
 from ctx_lsp import __version__
 from ctx_lsp.index.bind import FileBinding
 from ctx_lsp.index.cachedir import CACHE_ENV, default_cache_dir  # noqa: F401  (re-exported)
-from ctx_lsp.index.facts import Def, FileFacts, Import, pack_records, pack_sites
+from ctx_lsp.index.facts import FileFacts, Import, pack_records, pack_sites
 from ctx_lsp.index.model import Edge
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 13  # 13: a file's term counts packed apart, unpacked on first read; 12: derived sections (the lexical indexes, retrieval/engine.py lexical_snapshot); 11: each file's chunk term counts (index/chunk_terms.py); 10: flows and a binding's dependencies packed apart too, unpacked on first read; 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
+SCHEMA = 14  # 14: a file's defs as node rows plus their packed rest, built on first read; 13: a file's term counts packed apart, unpacked on first read; 12: derived sections (the lexical indexes, retrieval/engine.py lexical_snapshot); 11: each file's chunk term counts (index/chunk_terms.py); 10: flows and a binding's dependencies packed apart too, unpacked on first read; 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
 MAGIC = b"ctx-lsp\n"
 _PREFIX = len(MAGIC) + 4  # MAGIC, then the CRC-32 (big-endian) of everything after it
 _UNICODE = "surrogatepass"  # any Python str packs and unpacks losslessly
@@ -50,46 +50,45 @@ CODE = _code_digest()
 
 
 def facts_to_wire(f: FileFacts) -> list[Any]:
+    rows: Any
+    if f.def_rows is not None:  # still as read: written back as read
+        rows, rest = f.def_rows, f.packed_def_rest
+    else:
+        rows = [[d.qual, d.kind, d.start, d.end, d.line, d.col, d.signature, d.doc] for d in f.defs]
+        rest = pack_records(
+            [[[list(b) for b in d.bases], [list(c) for c in d.decorators], d.returns, d.value,
+              {k: [v[0], list(v[1])] for k, v in d.attrs.items()},
+              {k: (list(v) if v is not None else None) for k, v in d.locals.items()}, d.words, d.returns_def,
+              list(d.returns_call) if d.returns_call is not None else None,
+              list(d.call_returns) if d.call_returns is not None else None]
+             for d in f.defs])
     return [
-        f.path, f.digest, f.lines,
-        [[d.qual, d.kind, d.start, d.end, d.line, d.col, d.signature, d.doc, [list(b) for b in d.bases],
-          [list(c) for c in d.decorators], d.returns, d.value,
-          {k: [v[0], list(v[1])] for k, v in d.attrs.items()},
-          {k: (list(v) if v is not None else None) for k, v in d.locals.items()}, d.words, d.returns_def,
-          list(d.returns_call) if d.returns_call is not None else None,
-          list(d.call_returns) if d.call_returns is not None else None]
-         for d in f.defs],
+        f.path, f.digest, f.lines, rows,
         [[i.scope, i.line, i.col, i.module, i.name, i.asname, i.level, i.guarded] for i in f.imports],
         f.packed_sites if f.packed_sites is not None else pack_sites(f.sites),
         f.all_names, f.words, f.doc, f.errors, f.is_test_file,
         f.packed_flows if f.packed_flows is not None else pack_records(
             [[fl[0], fl[1], fl[2], fl[3], list(fl[4]), fl[5]] for fl in f.flows]),
         [list(lit) for lit in f.literals],
-        f.packed_terms if f.packed_terms is not None else pack_records(f.terms), f.chunk_terms,
+        f.packed_terms if f.packed_terms is not None else pack_records(f.terms), f.chunk_terms, rest,
     ]
 
 
 def facts_from_wire(w: Any) -> FileFacts:
     """Inverse of facts_to_wire, for a payload unpacked with use_list=False: every array is then already
-    a tuple, the shape chains, sites, imports and attrs hold, so records are built without copying."""
+    a tuple, the shape chains, sites, imports and attrs hold, so records are built without copying.
+    Defs, sites, flows and term counts stay as read until something reads them (FileFacts.__getattr__)."""
     f = FileFacts(w[0], w[1], w[2])
-    f.defs = [Def(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], list(d[8]), list(d[9]), d[10], d[11], d[12],
-                  d[13], d[14], d[15], d[16], d[17]) for d in w[3]]
+    if not all(isinstance(x, bytes) for x in (w[5], w[11], w[13], w[14], w[15])):
+        raise ValueError("packed fields are not bytes")
+    f.defer_defs(w[3], w[15])
     f.imports = list(map(Import._make, w[4]))
-    if not isinstance(w[5], bytes):
-        raise ValueError("sites are not packed")
     f.defer_sites(w[5])
     f.all_names = list(w[6]) if w[6] is not None else None
     f.words, f.doc, f.errors, f.is_test_file = w[7], w[8], list(w[9]), w[10]
-    if not isinstance(w[11], bytes):
-        raise ValueError("flows are not packed")
     f.defer_flows(w[11])
     f.literals = list(w[12])
-    if not isinstance(w[13], bytes):
-        raise ValueError("term counts are not packed")
     f.defer_terms(w[13])
-    if not isinstance(w[14], bytes):
-        raise ValueError("chunk terms are not packed")
     f.chunk_terms = w[14]
     return f
 
