@@ -24,8 +24,10 @@ Per root, with a fresh cache directory:
   and the daemon's own peak RSS.
 - switch_* (with --switch OTHER, another version of the same project): a copy of ROOT indexed cold
   (switch_cold_s), then turned into OTHER as a checkout would (switch_files .py files added, changed or
-  removed); switch_update_s: a fresh process opening that cache until queryable; switch_daemon_s: a
-  running daemon's next `ctx-lsp context` call (refresh included); *_ratio: each over switch_cold_s.
+  removed); switch_update_s: a fresh process opening that cache until queryable; switch_back_s: the
+  same after turning the tree back into ROOT (the facts of the versions it held are reused, not
+  extracted again); switch_daemon_s: a running daemon's next `ctx-lsp context` call (refresh
+  included); *_ratio: each over switch_cold_s.
 - cold_phases_s / warm_phases_s: where those two processes spent their time (WorkspaceIndex.phases:
   load, discover, decode, install, extract, bind, graph, flow, save, and the coverage/history producers).
 - peer_scip_python_* (with --peer scip-python): Sourcegraph's scip-python indexes the same tree after ours, its
@@ -349,6 +351,10 @@ def measure_switch(root: Path, other: Path) -> dict[str, Any]:
                 t_upd = dict((e["event"], t) for t, e in _events(*_spawn(args)))["queryable"]
                 out["switch_update_s"] = round(t_upd, 3)
                 out["switch_ratio"] = round(t_upd / t_cold, 3)
+                _sync_tree(tree, root)  # and back, as after reviewing a branch
+                t_back = dict((e["event"], t) for t, e in _events(*_spawn(args)))["queryable"]
+                out["switch_back_s"] = round(t_back, 3)
+                out["switch_back_ratio"] = round(t_back / t_cold, 3)
                 continue
             env = {k: v for k, v in os.environ.items() if k not in ("CTX_LSP_CACHE_DIR", "CTX_LSP_DAEMON")}
             common = ["--root", str(tree), "--cache-dir", str(cache)]

@@ -31,6 +31,8 @@ from ctx_lsp.index.flow import FLOW_KEY, flow_edges
 from ctx_lsp.index.graph import CodeGraph
 from ctx_lsp.index.model import Edge, EdgeKind, Node, NodeKind
 from ctx_lsp.index.modules import PATH_DEP, Workspace, changed_names, interface_parts, name_dep
+from ctx_lsp.index.previous import SECTION as PREVIOUS_SECTION
+from ctx_lsp.index.previous import PreviousFacts
 from ctx_lsp.index.store import (
     IndexStore,
     binding_from_wire,
@@ -90,6 +92,7 @@ class BuildReport:
     files: int = 0
     extracted: int = 0
     rebound: int = 0
+    reused: int = 0  # files whose facts a checkout back to them took from WorkspaceIndex.previous
     seconds: float = 0.0
     warm: bool = False
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds per stage (see WorkspaceIndex.phases)
@@ -274,6 +277,10 @@ class WorkspaceIndex:
         # open), for their owners to take (the Retriever's lexical indexes)
         self.save_sections: dict[str, Callable[[], Any]] = {}
         self.loaded_sections: dict[str, Any] = {}
+        # facts of file versions replaced by checkouts, for a checkout back to them (previous.py)
+        self.previous = PreviousFacts()
+        self.save_sections[PREVIOUS_SECTION] = self.previous.section
+        self.reused = 0  # files the last extraction took from `previous` instead of extracting
         self.overlay_text: dict[str, str] = {}  # editor buffers (unsaved text), by path
         # True: a build or refresh writes the cache from a forked child while this process goes on to
         # answer (where `may_fork`: the CLI, speed's children, the daemon; others write inline)
@@ -318,6 +325,7 @@ class WorkspaceIndex:
                 sections = cached.get("sections")
                 self.loaded_sections = {k: v for k, v in sections.items() if isinstance(v, bytes)} \
                     if isinstance(sections, dict) else {}
+                self.previous.load(self.loaded_sections.pop(PREVIOUS_SECTION, None))
             if cached is not None and decoded is None:
                 log.warning("cache corrupt, rebuilding: %s", self.store.path)
             del cached
@@ -332,11 +340,12 @@ class WorkspaceIndex:
                 todo = [rel for rel in found.files if rel not in found.stats or stats.get(rel) != found.stats[rel]]
             with _timed(ph, "extract"):
                 fresh = self._extract_many(todo, found.files, progress)
-            report.extracted = len(fresh)
+            report.extracted, report.reused = len(fresh) - self.reused, self.reused
             changes: dict[str, FileFacts | None] = {
                 rel: f for rel, f in fresh.items() if rel not in self.facts or self.facts[rel].digest != f.digest
             }
             changes.update({rel: None for rel in self.facts if rel not in found.files})
+            self._remember_replaced(changes)
             report.rebound = self._apply(changes, progress)
             if not report.warm or todo or changes:
                 with _timed(ph, "save"):
@@ -403,8 +412,35 @@ class WorkspaceIndex:
         edges = flow_edges(((p, inputs[p][0]) for p in sorted(inputs) if inputs[p][0]), existing, sorted(overrides))
         self.graph.set_edges(FLOW_KEY, edges, store=self.graph.extra_edges)
 
+    def _remember_replaced(self, changes: dict[str, FileFacts | None]) -> None:
+        """Keep the disk versions a checkout replaces or removes (warm starts and refreshes, which
+        leave editor buffers alone), for a checkout back to them."""
+        for rel, f in changes.items():
+            old = self.facts.get(rel)
+            if old is not None and (f is None or f.digest != old.digest):
+                self.previous.remember(old)
+
+    def _reuse_previous(self, todo: list[str], out: dict[str, FileFacts]) -> list[str]:
+        """Take the files whose content the index held before from `previous`; the rest, to extract."""
+        self.reused = 0
+        if not self.previous or not todo:
+            return todo
+        rest: list[str] = []
+        for rel in todo:
+            read = read_source(self.root, rel, self.filter.max_bytes)
+            f = self.previous.take(rel, content_digest(read.data)) if read.data is not None else None
+            if f is None:
+                rest.append(rel)
+                continue
+            self.skipped.pop(rel, None)
+            out[rel] = f
+            self.state[rel] = FileState(read.size, read.mtime_ns, f.digest)
+            self.reused += 1
+        return rest
+
     def _extract_many(self, todo: list[str], files: dict[str, Path], progress: Progress | None) -> dict[str, FileFacts]:
         out: dict[str, FileFacts] = {}
+        todo = self._reuse_previous(todo, out)
         root = str(self.root)
         items = [(root, rel, self.filter.max_bytes) for rel in todo]
         total = len(items)
@@ -728,6 +764,7 @@ class WorkspaceIndex:
             st = self.state.get(rel)
             if rel not in found.files and not (st is not None and st.overlay):
                 changed[rel] = None
+        self._remember_replaced(changed)
         self._apply(changed)
         if changed or todo:
             with _timed(self.phases, "save"):
@@ -786,7 +823,8 @@ class WorkspaceIndex:
             sections = dict(self.loaded_sections)
             for name, make in sorted(self.save_sections.items()):
                 try:
-                    sections[name] = pack_records(make())
+                    value = make()
+                    sections[name] = value if isinstance(value, bytes) else pack_records(value)
                 except Exception:  # a derived index is rebuilt without its section; the cache is still written
                     log.exception("cache section %s failed", name)
             self.store.save(self.root, entries(), len(rels),

@@ -1,0 +1,80 @@
+"""A checkout back to file versions the index held before takes their facts from the store of
+previous versions instead of extracting them again, and the index equals a scratch build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import write_tree
+
+from ctx_lsp.index.workspace import WorkspaceIndex
+
+A = {
+    "pkg/__init__.py": "",
+    "pkg/base.py": "class Base:\n    def run(self):\n        return helper()\n\n\ndef helper():\n    return 1\n",
+    "pkg/child.py": "from .base import Base\n\n\nclass Child(Base):\n    def run(self):\n        return super().run()\n",
+    "pkg/gone_in_b.py": "from .base import helper\n\n\ndef old_api():\n    return helper()\n",
+    "main.py": "from pkg.child import Child\n\n\ndef main():\n    return Child().run()\n",
+}
+B_CHANGES = {
+    "pkg/base.py": "class Base:\n    def run(self):\n        return helper() + 1\n\n    def stop(self):\n        pass\n\n\ndef helper():\n    return 2\n",
+    "main.py": "from pkg.child import Child\nfrom pkg.new_in_b import fresh\n\n\ndef main():\n    return Child().stop() or fresh()\n",
+    "pkg/new_in_b.py": "def fresh():\n    return 3\n",
+}
+
+
+def _to_b(root: Path) -> None:
+    write_tree(root, B_CHANGES)
+    (root / "pkg/gone_in_b.py").unlink()
+
+
+def _to_a(root: Path) -> None:
+    write_tree(root, {k: A[k] for k in ("pkg/base.py", "main.py", "pkg/gone_in_b.py")})
+    (root / "pkg/new_in_b.py").unlink()
+
+
+def _open(root: Path, cache: Path) -> tuple[WorkspaceIndex, object]:
+    ix = WorkspaceIndex(root, cache_dir=cache, workers=1)
+    return ix, ix.load_or_build()
+
+
+def test_a_checkout_back_reuses_the_facts_it_held_and_equals_a_scratch_build(tmp_path: Path) -> None:
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    write_tree(root, A)
+    _open(root, cache)
+
+    _to_b(root)
+    _, to_b = _open(root, cache)
+    assert (to_b.extracted, to_b.reused) == (3, 0)  # two changed, one added: nothing held them before
+
+    _to_a(root)
+    back, to_a = _open(root, cache)
+    assert (to_a.extracted, to_a.reused) == (0, 3)  # two changed back, one re-added
+    scratch, _ = _open(root, tmp_path / "scratch")
+    assert back.facts == scratch.facts
+    assert back.graph.snapshot() == scratch.graph.snapshot()
+
+    # a third version of a file whose other versions are kept is extracted, not mistaken for one
+    write_tree(root, {"pkg/base.py": A["pkg/base.py"].replace("return 1", "return 10")})
+    third, to_c = _open(root, cache)
+    assert (to_c.extracted, to_c.reused) == (1, 0)
+    assert third.facts == _open(root, tmp_path / "scratch_c")[0].facts
+
+
+def test_a_running_index_reuses_them_on_refresh_and_never_keeps_an_editor_buffer(tmp_path: Path) -> None:
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    write_tree(root, A)
+    ix, _ = _open(root, cache)
+    ix.update_file("pkg/child.py", A["pkg/child.py"] + "\n\nBUFFER = 1\n", overlay=True)  # unsaved, never kept
+
+    _to_b(root)
+    ix.refresh()
+    assert ix.reused == 0
+    _to_a(root)
+    ix.refresh()
+    assert ix.reused == 3
+    ix.update_file("pkg/child.py", A["pkg/child.py"])  # the buffer closed: the disk content again
+    scratch, _ = _open(root, tmp_path / "scratch")
+    assert ix.facts == scratch.facts
+    assert ix.graph.snapshot() == scratch.graph.snapshot()
+    assert not any(k.startswith("pkg/child.py\0") for k in ix.previous._unpacked())
