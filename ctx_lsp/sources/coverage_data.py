@@ -26,11 +26,13 @@ import os
 import re
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctx_lsp.index.facts import FileFacts
 from ctx_lsp.index.model import RESOLVER_COVERAGE, RESOLVER_STATIC_TEST, Edge, EdgeKind, Node, NodeKind
 
 if TYPE_CHECKING:
@@ -108,15 +110,16 @@ def coverage_for(index: WorkspaceIndex) -> TestCoverage | None:
     return _ATTACHED.get(index)
 
 
-def is_test_source(node: Node, decorators: list[tuple[str, ...]] | None, in_test_file: bool) -> bool:
-    """Whether a node can be the source of a COVERS edge (pytest conventions)."""
+def is_test_source(node: Node, decorators: Callable[[], list[tuple[str, ...]] | None], in_test_file: bool) -> bool:
+    """Whether a node can be the source of a COVERS edge (pytest conventions). `decorators` gives the
+    node's decorators, asked only when they decide (reading them builds the file's defs)."""
     if node.kind == _TEST:
         return True
     if not in_test_file or node.qualname is None or node.kind not in ("function", "method"):
         return False
     if node.kind == "method" and node.qualname.split(".")[0].startswith("Test"):
         return True
-    return any(chain and chain[-1].rstrip("()") == "fixture" for chain in decorators or ())
+    return any(chain and chain[-1].rstrip("()") == "fixture" for chain in decorators() or ())
 
 
 class TestCoverage:
@@ -291,11 +294,18 @@ class TestCoverage:
                 if STATIC_PREFIX + path in g.extra_edges:
                     self._set(STATIC_PREFIX + path, [])
                 continue
-            self._set(STATIC_PREFIX + path, self._static_edges(path, f.defs))
+            self._set(STATIC_PREFIX + path, self._static_edges(path, f))
 
-    def _static_edges(self, path: str, defs: list[Any]) -> list[Edge]:
+    def _static_edges(self, path: str, facts: FileFacts) -> list[Edge]:
         g = self.index.graph
-        decorators = {d.qual: d.decorators for d in defs}
+        table: dict[str, list[tuple[str, ...]]] | None = None
+
+        def decorators(qual: str) -> list[tuple[str, ...]] | None:
+            nonlocal table
+            if table is None:  # test functions and Test* methods never ask: most test files keep their defs unbuilt
+                table = {d.qual: d.decorators for d in facts.defs}
+            return table.get(qual)
+
         sources: dict[str, str | None] = {}  # caller id -> the test source it belongs to
 
         def source_of(node_id: str) -> str | None:
@@ -306,7 +316,7 @@ class TestCoverage:
                 qual = node_id.partition("::")[2]
                 while qual:
                     n = g.node(f"{path}::{qual}")
-                    if n is not None and is_test_source(n, decorators.get(qual), True):
+                    if n is not None and is_test_source(n, partial(decorators, qual), True):
                         found = n.id
                         break
                     qual = qual.rpartition(".")[0]
