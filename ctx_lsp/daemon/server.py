@@ -63,7 +63,7 @@ class Daemon:
         try:
             self.engine.open()
             with self.engine.lock:
-                self.engine.retriever.sync()
+                self.engine.retriever.decode_lexical()
         except Exception as exc:  # reported to callers through hello; they fall back to in-process
             log.exception("opening the index failed")
             self.failed = f"{type(exc).__name__}: {exc}"

@@ -165,6 +165,13 @@ class Retriever:
             return None
         return sorted(stale | (facts.keys() - same))
 
+    def decode_lexical(self) -> None:
+        """Start the lexical indexes and decode all their postings now, so no later query pays for a
+        term's first read (the daemon, before it reports ready)."""
+        self.sync()
+        self.lexical.postings.decode_all()
+        self.file_lexical.postings.decode_all()
+
     def lexical_snapshot(self) -> dict[str, Any]:
         """Both lexical indexes as of the current facts, for the cache (WorkspaceIndex.save_sections):
         the next process starts from it instead of indexing every file again."""

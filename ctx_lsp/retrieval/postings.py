@@ -111,10 +111,14 @@ class Postings:
         if not found:
             del self._maps[term]
 
-    def items(self) -> dict[str, dict[str, int]]:
-        """Every term's ids (decodes every term: for checks, not for queries)."""
+    def decode_all(self) -> None:
+        """Decode every term now (a long-lived process, before its first request)."""
         for term in list(self._packed):
             self.get(term)
+
+    def items(self) -> dict[str, dict[str, int]]:
+        """Every term's ids (decodes every term: for checks, not for queries)."""
+        self.decode_all()
         return dict(self._maps)
 
     def snapshot(self, live: Callable[[str], bool]) -> dict[str, Any]:
