@@ -110,7 +110,7 @@ class FileFacts:
     packed_def_rest: bytes | None = field(default=None, repr=False, compare=False)
 
     def __getattr__(self, name: str) -> Any:
-        # called only for an unset slot: `sites` or `flows` of facts loaded with them packed
+        # called only for an unset slot: `sites`, `flows`, `terms` or `defs` of facts read from the cache
         if name == "sites" and self.packed_sites is not None:
             sites = unpack_sites(self.packed_sites)
             self.sites = sites

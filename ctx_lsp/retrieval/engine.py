@@ -32,9 +32,10 @@ from ctx_lsp.retrieval.text import split_identifier
 if TYPE_CHECKING:
     from ctx_lsp.engine import Engine
 
+log = logging.getLogger(__name__)
+
 TEST_PRIOR = 0.6
 # operators whose answer is other code than the named target
-log = logging.getLogger(__name__)
 _RELATIONAL = {"callers", "implementations", "references", "importers", "instantiations", "tests", "history"}
 # the generators' names, and the stages that can be switched off: edges (typed expansion), hops, scope
 # (the scope prior of files), files (the fused file ranking of task text)

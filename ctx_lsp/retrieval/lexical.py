@@ -10,7 +10,6 @@ one file. The benchmark baselines use rank-bm25 itself.
 from __future__ import annotations
 
 import math
-import sys
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -19,7 +18,7 @@ from typing import Any
 
 from ctx_lsp.index.chunk_terms import chunk_term_counts, unpack_chunk_terms
 from ctx_lsp.index.facts import FileFacts
-from ctx_lsp.retrieval.postings import DEAD, Postings
+from ctx_lsp.retrieval.postings import DEAD, Postings, ints_from_bytes, ints_to_bytes
 from ctx_lsp.retrieval.text import terms
 
 K1 = 1.5
@@ -88,10 +87,8 @@ class LexicalIndex:
 
     def snapshot(self) -> dict[str, Any]:
         postings = self.postings.snapshot(self.length.__contains__)
-        lengths = array("I", (self.length.get(nid, 0) for nid in postings["table"]))
-        if sys.byteorder == "big":
-            lengths.byteswap()
-        return {"n": self.n, "total": self.total_len, "postings": postings, "lengths": lengths.tobytes(),
+        lengths = ints_to_bytes(array("I", (self.length.get(nid, 0) for nid in postings["table"])))
+        return {"n": self.n, "total": self.total_len, "postings": postings, "lengths": lengths,
                 "counts": {p: list(c) for p, c in sorted(self._counts.items())}}
 
     def load(self, snap: dict[str, Any], facts: Mapping[str, FileFacts], same: set[str], stale: set[str]) -> None:
@@ -109,10 +106,7 @@ class LexicalIndex:
             self._counts[p] = (int(n), int(length))
             self._files[p] = facts[p].chunk_terms
         table = self.postings.load(snap["postings"], stale, lambda nid: nid.partition("::")[0])
-        lengths = array("I")
-        lengths.frombytes(snap["lengths"])
-        if sys.byteorder == "big":
-            lengths.byteswap()
+        lengths = ints_from_bytes(snap["lengths"])
         if len(lengths) != len(table):
             raise ValueError("chunk lengths do not match the postings table")
         self.length = {nid: n for nid, n in zip(table, lengths, strict=True) if n and nid != DEAD}

@@ -28,7 +28,8 @@ _SWAP = sys.byteorder == "big"
 DEAD = "\0"  # a table position no posting may yield (its id was stale when a snapshot was written)
 
 
-def _ints(raw: bytes) -> array[int]:
+def ints_from_bytes(raw: bytes) -> array[int]:
+    """Little-endian 32-bit integers, as snapshots store them."""
     out = array(_CODE)
     out.frombytes(raw)
     if _SWAP:
@@ -36,7 +37,7 @@ def _ints(raw: bytes) -> array[int]:
     return out
 
 
-def _bytes(values: array[int]) -> bytes:
+def ints_to_bytes(values: array[int]) -> bytes:
     if _SWAP:
         values = array(_CODE, values)
         values.byteswap()
@@ -49,7 +50,7 @@ class Postings:
         self._packed: dict[str, bytes] = {}  # snapshot terms not decoded yet
         self._clean: dict[str, bytes] = {}  # decoded terms unchanged since their snapshot bytes
         self._table: list[str] = []  # snapshot position -> id
-        self._stale: set[int] = set()  # positions of ids dropped on decode
+        self._stale: set[int] = set()  # dead positions: their ids are dropped on decode
 
     def load(self, snap: Mapping[str, Any], stale_paths: set[str], path_of: Callable[[str], str]) -> list[str]:
         """Start an empty index from `snapshot()`'s output; returns the table (DEAD at stale positions)."""
@@ -70,7 +71,7 @@ class Postings:
         raw = self._packed.pop(term, None)
         if raw is None:
             return None
-        both = _ints(raw)
+        both = ints_from_bytes(raw)
         n = len(both) // 2
         pos, counts = both[:n], both[n:]
         table = self._table
@@ -124,13 +125,12 @@ class Postings:
     def snapshot(self, live: Callable[[str], bool]) -> dict[str, Any]:
         """{"table": ids, "postings": {term: positions + counts}} for every term. `live`: whether an
         id is still indexed (a removed one is unreferenced: its file's terms were decoded to drop it)."""
-        table = self._table
+        table, stale = self._table, self._stale
         for i, item in enumerate(table):
-            if item != DEAD and i not in self._stale and not live(item):
-                table[i] = DEAD
-        if self._stale and 2 * (len(self._stale) + self._table.count(DEAD)) > len(self._table):
-            for term in list(self._packed):
-                self.get(term)
+            if i not in stale and not live(item):
+                stale.add(i)
+        if 2 * len(stale) > len(table):  # mostly dead: decode what is left, then renumber below
+            self.decode_all()
             self._clean.clear()
         if not self._packed and not self._clean:
             self._table, self._stale = [], set()  # nothing refers to the old positions: renumber
@@ -152,6 +152,6 @@ class Postings:
                     pos.append(at)
                     counts.append(found[item])
                 pos.extend(counts)
-                raw = self._clean[term] = _bytes(pos)
+                raw = self._clean[term] = ints_to_bytes(pos)
             out[term] = raw
         return {"table": list(table), "postings": out}
