@@ -78,3 +78,27 @@ def test_a_running_index_reuses_them_on_refresh_and_never_keeps_an_editor_buffer
     assert ix.facts == scratch.facts
     assert ix.graph.snapshot() == scratch.graph.snapshot()
     assert not any(k.startswith("pkg/child.py\0") for k in ix.previous._unpacked())
+
+
+def test_files_rewritten_with_the_same_content_keep_their_facts(tmp_path: Path) -> None:
+    """A copied tree, a `touch`, a formatter that changed nothing: new stats, same bytes. Such files
+    are read and hashed but not extracted or re-bound, on a warm start and on a refresh."""
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    write_tree(root, A)
+    ix, _ = _open(root, cache)
+    before = ix.graph.snapshot()
+
+    write_tree(root, A | {"pkg/base.py": B_CHANGES["pkg/base.py"]})  # every file rewritten, one changed
+    warm, report = _open(root, cache)
+    assert (report.extracted, report.reused, warm.kept) == (1, 0, len(A) - 1)
+    assert warm.facts == _open(root, tmp_path / "scratch")[0].facts
+    assert warm.graph.snapshot() == _open(root, tmp_path / "scratch2")[0].graph.snapshot()
+
+    write_tree(root, A)  # every file rewritten again, one changed back: a running index
+    changed = ix.refresh()
+    assert changed == []  # the running index never saw the change: the same bytes as it holds
+    assert ix.kept == len(A)
+    assert ix.graph.snapshot() == before
+    st = ix.state["main.py"]
+    assert (st.size, st.mtime_ns) == (lambda s: (s.st_size, s.st_mtime_ns))((root / "main.py").stat())
+    assert ix.refresh() == [] and ix.kept == 0  # the new stats were recorded: nothing read again

@@ -281,6 +281,7 @@ class WorkspaceIndex:
         self.previous = PreviousFacts()
         self.save_sections[PREVIOUS_SECTION] = self.previous.section
         self.reused = 0  # files the last extraction took from `previous` instead of extracting
+        self.kept = 0  # files the last extraction kept as they were (stat changed, content not)
         self.overlay_text: dict[str, str] = {}  # editor buffers (unsaved text), by path
         # True: a build or refresh writes the cache from a forked child while this process goes on to
         # answer (where `may_fork`: the CLI, speed's children, the daemon; others write inline)
@@ -340,7 +341,7 @@ class WorkspaceIndex:
                 todo = [rel for rel in found.files if rel not in found.stats or stats.get(rel) != found.stats[rel]]
             with _timed(ph, "extract"):
                 fresh = self._extract_many(todo, found.files, progress)
-            report.extracted, report.reused = len(fresh) - self.reused, self.reused
+            report.extracted, report.reused = len(fresh) - self.reused - self.kept, self.reused
             changes: dict[str, FileFacts | None] = {
                 rel: f for rel, f in fresh.items() if rel not in self.facts or self.facts[rel].digest != f.digest
             }
@@ -420,27 +421,43 @@ class WorkspaceIndex:
             if old is not None and (f is None or f.digest != old.digest):
                 self.previous.remember(old)
 
-    def _reuse_previous(self, todo: list[str], out: dict[str, FileFacts]) -> list[str]:
-        """Take the files whose content the index held before from `previous`; the rest, to extract."""
-        self.reused = 0
-        if not self.previous or not todo:
+    def _reuse_known(self, todo: list[str], out: dict[str, FileFacts]) -> list[str]:
+        """Files whose stat changed but whose content the index already holds (a `touch`, a copied
+        tree, a formatter that rewrote nothing) keep their facts; versions it held before come from
+        `previous`; the rest, to extract. Extraction depends on the path and content only, so a
+        reused entry equals a fresh extraction."""
+        self.reused = self.kept = 0
+        if not todo or not (self.previous or any(rel in self.facts for rel in todo)):
             return todo
         rest: list[str] = []
         for rel in todo:
+            current = self.facts.get(rel)
+            if current is None and not self.previous:
+                rest.append(rel)
+                continue
             read = read_source(self.root, rel, self.filter.max_bytes)
-            f = self.previous.take(rel, content_digest(read.data)) if read.data is not None else None
+            if read.data is None:
+                rest.append(rel)
+                continue
+            digest = content_digest(read.data)
+            if current is not None and current.digest == digest:
+                f: FileFacts | None = current
+                self.kept += 1
+            else:
+                f = self.previous.take(rel, digest)
+                if f is not None:
+                    self.reused += 1
             if f is None:
                 rest.append(rel)
                 continue
             self.skipped.pop(rel, None)
             out[rel] = f
             self.state[rel] = FileState(read.size, read.mtime_ns, f.digest)
-            self.reused += 1
         return rest
 
     def _extract_many(self, todo: list[str], files: dict[str, Path], progress: Progress | None) -> dict[str, FileFacts]:
         out: dict[str, FileFacts] = {}
-        todo = self._reuse_previous(todo, out)
+        todo = self._reuse_known(todo, out)
         root = str(self.root)
         items = [(root, rel, self.filter.max_bytes) for rel in todo]
         total = len(items)
