@@ -28,6 +28,8 @@ Checkpoint = Callable[[], None]  # called between retrieval stages; may raise to
 HISTORY_EAGER_FILES = 500  # above this many files, git history syncs on the first history question
 RELATIONS = ("callers", "callees", "implementations", "references", "importers", "tests", "history")
 TEST_DEPTH = 3  # tests that reach a symbol through at most this many calls count as its (static) tests
+MRO_CLASSES = 3  # classes of one name whose bases `Class.member` is looked up through
+MRO_LIMIT = 64  # ancestors visited per class (deep framework hierarchies end well before)
 
 
 class TargetNotFound(LookupError):
@@ -175,10 +177,56 @@ class Engine:
                 return f"{mod}.{n.qualname}"
 
             exact = [n for n in hits if n.qualname == dotted or full(n) == dotted or full(n).endswith("." + dotted)]
-            hits = exact
+            hits = exact or self._inherited(".".join(parts[:-1]), short) or self._exported(parts)
         kind_rank = {"class": 0, "function": 1, "method": 2, "test": 3, "variable": 4}
+
+        def overrides(n: Node) -> tuple[bool, int]:
+            # a method name many classes define means the definition the others override first
+            if n.kind != "method" or len(hits) < 2:
+                return False, 0
+            return bool(g.out_edges(n.id, ("OVERRIDES",))), -len(g.in_edges(n.id, ("OVERRIDES",)))
+
         return sorted(hits, key=lambda n: (n.qualname != short and n.qualname != name, kind_rank.get(n.kind, 5),
-                                           "test" in n.path, n.path, n.qualname or ""))
+                                           "test" in n.path, *overrides(n), n.path, n.qualname or ""))
+
+    def _inherited(self, owner: str, member: str) -> list[Node]:
+        """`Class.member` where the class does not define `member` itself: the member its nearest
+        base class defines, so `TemplateView.get_context_data` names `ContextMixin.get_context_data`."""
+        out: list[Node] = []
+        for cls in [n for n in self.find_symbols(owner) if n.kind == "class"][:MRO_CLASSES]:
+            out += [n for n in self._member(cls.id, member) if n not in out]
+        return out
+
+    def _member(self, owner_id: str, member: str) -> list[Node]:
+        """`member` of a class or function as Python finds it: its own, else on the nearest bases
+        (INHERITS edges, breadth first: the MRO of single inheritance)."""
+        g = self.index.graph
+        seen, level = {owner_id}, [owner_id]
+        while level and len(seen) <= MRO_LIMIT:
+            found = [n for c in level if (n := g.node(f"{c}.{member}")) is not None]
+            if found:
+                return found
+            level = [e.dst for c in level for e in g.out_edges(c, ("INHERITS",)) if e.dst not in seen]
+            seen.update(level)
+        return []
+
+    def _exported(self, parts: list[str]) -> list[Node]:
+        """`pkg.mod.Name[.member]` where `pkg.mod` re-exports Name (`django.db.models.Q`, defined in
+        `query_utils`): resolved by the binder's module lookup (re-exports, `__init__`, `__all__`)."""
+        from ctx_lsp.index.modules import ModuleScope
+
+        ws, g = self.index.ws, self.index.graph
+        for k in range(len(parts) - 1, 0, -1):
+            module = ".".join(parts[:k])
+            if module not in ws.modules:
+                continue
+            value = ModuleScope(ws).module_attr(module, parts[k], 0)
+            node = g.node(value[1]) if value is not None and value[0] == "sym" else None
+            found = [node] if node is not None else []
+            for member in parts[k + 1:]:
+                found = self._member(found[0].id, member) if found else []
+            return found
+        return []
 
     def suggest_symbols(self, name: str, n: int = 3) -> list[str]:
         """Qualified names close to an unknown `name` (for a "did you mean" hint)."""

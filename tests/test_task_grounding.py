@@ -330,3 +330,41 @@ def test_markdown_names_the_ranked_symbols_the_budget_left_out(engine: Engine) -
     left_out = [s for s in pack["symbols"] if s["symbol"] not in {i["symbol"] for i in pack["items"]}]
     assert f"`{left_out[0]['path']}:{left_out[0]['start_line']}` `{left_out[0]['symbol']}`" in also
     assert "`check_discounts`" not in also  # the packed item is not repeated
+
+
+def test_a_class_member_named_through_a_subclass_resolves_on_its_base(engine: Engine) -> None:
+    """`Order.save` where Order inherits save from Model: the name means Model.save (its MRO), for
+    lookups and for an issue's title; a member no base defines stays unknown."""
+    assert [n.id for n in engine.find_symbols("Order.save")] == ["shop/models/base.py::Model.save"]
+    assert [n.id for n in engine.find_symbols("shop.models.order.Order.validate")] == \
+        ["shop/models/base.py::Model.validate"]
+    assert engine.find_symbols("Order.refund") == []
+    # through a package's re-export (shop/__init__.py imports it from shop.pricing.discounts)
+    assert [n.id for n in engine.find_symbols("shop.apply_discount")] == ["shop/pricing/discounts.py::apply_discount"]
+    assert engine.find_symbols("shop.no_such_name") == []
+    assert engine.find_symbols("Order.__init__")[0].id == "shop/models/order.py::Order.__init__"  # its own wins
+    issue = ("Order.validate() rejects every order\n\nDescription\n\nSince the last release each order I "
+             "create is reported invalid, although its total is fine. The order report shows the total. "
+             "I expected a valid order to pass.\n")
+    pack = engine.context(issue, 4000, record=False)
+    assert pack["plan"]["task"]
+    assert pack["files"][0]["path"] == "shop/models/base.py"
+    assert "title-symbol" in {r["via"] for r in pack["files"][0]["reasons"]}
+
+
+def test_a_method_name_many_classes_define_means_the_one_they_override_first(tmp_path: Path) -> None:
+    """`render` defined by a base and overridden by two subclasses (in files sorted before it): the
+    base's definition is the first match, other definitions that override nothing next, overrides last."""
+    write_tree(tmp_path / "ws", {
+        "app/__init__.py": "",
+        "app/a_widgets.py": "from app.z_base import Widget\n\n\nclass Button(Widget):\n    def render(self):\n        return 'b'\n\n\n"
+                            "class Link(Widget):\n    def render(self):\n        return 'l'\n",
+        "app/b_other.py": "class Page:\n    def render(self):\n        return 'p'\n",
+        "app/z_base.py": "class Widget:\n    def render(self):\n        return ''\n",
+    })
+    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
+    e.open()
+    ids = [n.id for n in e.find_symbols("render")]
+    assert ids[0] == "app/z_base.py::Widget.render"
+    assert ids.index("app/b_other.py::Page.render") < ids.index("app/a_widgets.py::Button.render")
+    assert e.resolve_target("render") == "app/z_base.py::Widget.render"
