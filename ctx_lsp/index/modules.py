@@ -10,7 +10,6 @@ import builtins
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cached_property
 
 from ctx_lsp.index.facts import Def, FileFacts, Import
 from ctx_lsp.index.model import RESOLVER_IMPORT, RESOLVER_MRO, RESOLVER_SCOPE, RESOLVER_TYPE, symbol_id
@@ -245,34 +244,58 @@ class Workspace:
             parts = name.split(".")
             for i in range(1, len(parts)):
                 self.prefixes.add(".".join(parts[:i]))
-        # The per-file tables are built on first read of `info`: a warm start would otherwise build
-        # ~2,800 of them (0.1 s on Django) that only binding, refinement or a task's snippet reads.
-        # Until then the previous workspace's tables are kept for reuse (one dict, no chain of workspaces).
-        self._reuse: dict[str, ModuleInfo] | None = None
-        if previous is not None:
-            self._reuse = previous.__dict__.get("info", previous._reuse)
+        # The per-file tables are built one by one as they are first read: a warm start would
+        # otherwise build ~2,800 of them (0.1-0.25 s on Django) where an edit's binding or a task's
+        # snippet reads a few hundred. Tables of the previous workspace whose facts object and
+        # module name are unchanged are reused.
+        self.info: ModuleTables = ModuleTables(self, previous.info if previous is not None else None)
         self._class_cache: dict[str, tuple[list[Value], frozenset[str]]] = {}
         self._mro_active: set[str] = set()  # MROs being computed (cycle guard)
 
-    @cached_property
-    def info(self) -> dict[str, ModuleInfo]:
-        """path -> ModuleInfo, built on first read (then a plain instance attribute: the binder reads
-        it on its hottest path); a table whose facts object and module name are unchanged since the
-        previous workspace is reused."""
-        reuse = self._reuse or {}
-        info: dict[str, ModuleInfo] = {}
-        for path, f in self.facts.items():
-            old = reuse.get(path)
-            if old is not None and old.facts is f and old.module == self.canonical[path]:
-                info[path] = old
-            else:
-                info[path] = build_module_info(f, self.canonical[path])
-        self._reuse = None
+
+class ModuleTables(dict[str, ModuleInfo]):
+    """path -> ModuleInfo of a Workspace's files, each built on first read and then a plain dict entry
+    (the binder reads them on its hottest path). `in` and `get` answer for every file of the workspace."""
+
+    def __init__(self, ws: Workspace, previous: ModuleTables | None) -> None:
+        super().__init__()
+        self._ws = ws
+        self._reuse: dict[str, ModuleInfo] = {}
+        if previous is not None:
+            facts = ws.facts
+            for src in (previous._reuse, previous):
+                for path, info in dict.items(src):
+                    if facts.get(path) is info.facts:  # stale tables are dropped, not kept alive
+                        self._reuse[path] = info
+
+    def __missing__(self, path: str) -> ModuleInfo:
+        f = self._ws.facts.get(path)
+        if f is None:
+            raise KeyError(path)
+        module = self._ws.canonical[path]
+        old = self._reuse.pop(path, None)
+        info = old if old is not None and old.facts is f and old.module == module else build_module_info(f, module)
+        self[path] = info
         return info
 
-    @property
-    def info_built(self) -> bool:
-        return "info" in self.__dict__
+    def get(self, path: str, default: ModuleInfo | None = None) -> ModuleInfo | None:  # type: ignore[override]
+        try:
+            return self[path]
+        except KeyError:
+            return default
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._ws.facts
+
+    def build_all(self) -> None:
+        for path in self._ws.facts:
+            if not dict.__contains__(self, path):
+                self.__missing__(path)
+
+    def forget(self, path: str) -> None:
+        """Drop a file's table (its facts changed): it is built again when next read."""
+        self.pop(path, None)
+        self._reuse.pop(path, None)
 
 
 class ModuleScope:

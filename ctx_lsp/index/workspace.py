@@ -515,12 +515,8 @@ class WorkspaceIndex:
         if added_or_removed or old_ws.facts is not self.facts:
             self.ws = Workspace(self.facts, previous=old_ws)
         else:  # same files, same module names: only the changed files' tables are stale
-            if self.ws.info_built:
-                from ctx_lsp.index.modules import build_module_info
-
-                for p, f in changed.items():
-                    if f is not None:
-                        self.ws.info[p] = build_module_info(f, self.ws.canonical[p])
+            for p in changed:
+                self.ws.info.forget(p)
             self.ws._class_cache.clear()
         ws = self.ws
         rebind = {p for p, f in changed.items() if f is not None}
@@ -612,7 +608,10 @@ class WorkspaceIndex:
         if self.workers > 1 and total >= PARALLEL_THRESHOLD and self.may_fork():
             import multiprocessing
 
-            _ = self.ws.info  # the module tables, built here once: forked workers inherit them copy-on-write
+            if total > len(self.facts) // 2:
+                # binding most files reads nearly every table: built here once, forked workers
+                # inherit them copy-on-write; fewer files build the few they read in the workers
+                self.ws.info.build_all()
             _FORK_WS = self.ws
             try:
                 chunk = max(32, total // (self.workers * 6))
