@@ -368,3 +368,20 @@ def test_a_method_name_many_classes_define_means_the_one_they_override_first(tmp
     assert ids[0] == "app/z_base.py::Widget.render"
     assert ids.index("app/b_other.py::Page.render") < ids.index("app/a_widgets.py::Button.render")
     assert e.resolve_target("render") == "app/z_base.py::Widget.render"
+
+
+def test_scope_prior_lowers_files_no_import_can_name(tmp_path: Path) -> None:
+    """A migration (`0002_order_total.py`) or a dashed script sits inside a package but no import
+    statement can name it: peripheral like a script, unless the task names it."""
+    from ctx_lsp.index.modules import Workspace
+    from ctx_lsp.retrieval.files import PERIPHERAL, scope_prior
+
+    files = {"shop/__init__.py": "", "shop/orders.py": "def total():\n    return 1\n",
+             "shop/migrations/__init__.py": "", "shop/migrations/0002_order_total.py": "operations = []\n",
+             "shop/run-report.py": "print(1)\n", "shop/class.py": "X = 1\n"}
+    ws = Workspace({p: extract(p, t) for p, t in files.items()})
+    prior = scope_prior(ws, lambda p: False)
+    assert prior("shop/orders.py") == 1.0 and prior("shop/migrations/__init__.py") == 1.0
+    for p in ("shop/migrations/0002_order_total.py", "shop/run-report.py", "shop/class.py"):
+        assert prior(p) == PERIPHERAL, p
+    assert scope_prior(ws, lambda p: p.endswith("0002_order_total.py"))("shop/migrations/0002_order_total.py") == 1.0

@@ -9,6 +9,7 @@ scripts and vendored copies unless the task names them (`scope_prior`).
 
 from __future__ import annotations
 
+import keyword
 import math
 import re
 from collections import Counter
@@ -158,8 +159,9 @@ def path_words(path: str) -> dict[str, float]:
 
 
 def scope_prior(ws: Workspace, named: Callable[[str], bool]) -> Callable[[str], float]:
-    """Importable package code 1.0; scripts, examples, docs, benchmarks, build files and files outside
-    any package PERIPHERAL; vendored copies VENDORED; unless `named(path)` (the task names it)."""
+    """Importable package code 1.0; scripts, examples, docs, benchmarks, build files, files no import
+    can name and files outside any package PERIPHERAL; vendored copies VENDORED; unless `named(path)`
+    (the task names it)."""
     packaged = ws.package_dirs
     cache: dict[str, float] = {}
 
@@ -169,8 +171,8 @@ def scope_prior(ws: Workspace, named: Callable[[str], bool]) -> Callable[[str], 
             return hit
         value = 1.0
         if not named(path):
-            if _PERIPHERAL_DIRS.search(path) or _SCRIPTS.search(path) or (not _in_package(path, packaged)
-                                                                           and not is_test_path(path)):
+            if _PERIPHERAL_DIRS.search(path) or _SCRIPTS.search(path) or not _importable_name(path) or (
+                    not _in_package(path, packaged) and not is_test_path(path)):
                 value = PERIPHERAL
             elif _VENDORED_DIRS.search(path):
                 value = VENDORED
@@ -178,6 +180,14 @@ def scope_prior(ws: Workspace, named: Callable[[str], bool]) -> Callable[[str], 
         return value
 
     return prior
+
+
+def _importable_name(path: str) -> bool:
+    """Whether an import statement can name the file: `0003_add_field.py` (a migration), `run-me.py`
+    (a script) cannot, so a framework or a shell loads them; they are data and entry points, not the
+    package's code."""
+    stem = path.rpartition("/")[2].removesuffix(".py")
+    return stem.isidentifier() and not keyword.iskeyword(stem)
 
 
 def _in_package(path: str, packaged: set[str]) -> bool:
