@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
 from functools import lru_cache
 
@@ -20,7 +21,7 @@ via per within without up down out off again further once both either neither no
 code function functions method methods class classes file files module modules use uses used using make makes
 let please want need needs named called call calls""".split())
 
-_STEMMER = snowballstemmer.stemmer("english")
+_STEMMERS = threading.local()  # a snowball stemmer keeps its word in the object: one per thread
 
 
 def split_identifier(name: str) -> list[str]:
@@ -36,7 +37,10 @@ def split_identifier(name: str) -> list[str]:
 @lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
     """Porter2 (Snowball English) stem of a lower-cased word: "merges" and "merge" meet at "merg"."""
-    return _STEMMER.stemWord(word.lower())
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        stemmer = _STEMMERS.english = snowballstemmer.stemmer("english")
+    return str(stemmer.stemWord(word.lower()))
 
 
 @lru_cache(maxsize=200_000)
