@@ -76,8 +76,9 @@ class Engine:
     # -- lifecycle ----------------------------------------------------------------------------
     def open(self, progress: Progress | None = None) -> BuildReport:
         with self.lock:
-            report = self.index.load_or_build(progress)
+            report = self.index.load_or_build(progress, save=False)
             self._attach_producers()
+            self.index.save_pending()  # after the producers: their sections (static COVERS) are in the write
             self.opened = True
             return report
 

@@ -240,3 +240,45 @@ def test_neighbors_json_lists_covers(ran: tuple[Path, Path, subprocess.Completed
     assert items == [{"path": "tests/test_calc.py", "symbol": "test_sub", "kind": "test", "edge": "COVERS",
                       "direction": "in", "site": {"path": "pkg/ops.py", "line": 2}, "resolver": "coverage-dynamic",
                       "names": ["lines=1"]}]
+
+
+def test_static_edges_are_restored_only_for_the_graph_they_were_written_with(tmp_path: Path) -> None:
+    """A warm start that changed nothing installs the cached static edges; any change, or a cache that a
+    process without the coverage producer wrote, computes them again, equal to a build from scratch."""
+    import time as _time
+
+    from ctx_lsp.sources.coverage_data import STATIC_SECTION
+
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    make_workspace(root)
+
+    def open_engine(cache_dir: Path = cache) -> tuple[Engine, set[tuple[str, str, int, tuple[str, ...]]]]:
+        engine = Engine(root, cache_dir=cache_dir)
+        engine.open()
+        engine.index.wait_saved()
+        return engine, covers(engine.index, "static-test")
+
+    def scratch() -> set[tuple[str, str, int, tuple[str, ...]]]:
+        return open_engine(tmp_path / f"scratch{_time.monotonic_ns()}")[1]
+
+    first, built = open_engine()
+    assert built and not attach_coverage(first.index).restored
+    again, restored = open_engine()
+    assert attach_coverage(again.index).restored and restored == built
+    # a changed test file: computed again, and equal to a scratch build
+    (root / "tests/test_calc.py").write_text(TESTS.replace("assert sub(3, 1) == 2", "assert add(3, 1) == 4"))
+    changed, edges = open_engine()
+    assert not attach_coverage(changed.index).restored and edges == scratch() and edges != built
+    # a process that has no coverage producer writes the cache: the section it carries is not trusted
+    (root / "tests/test_calc.py").write_text(TESTS)
+    bare = WorkspaceIndex(root, cache_dir=cache)
+    bare.load_or_build()
+    bare.wait_saved()
+    assert STATIC_SECTION in bare.loaded_sections  # carried as read, with the stamp of the write before
+    after, edges = open_engine()
+    assert not attach_coverage(after.index).restored and edges == scratch() == built
+    # and the next write (after that engine's open) holds a section it can use again
+    (root / "pkg/ops.py").write_text(OPS + "\n")
+    open_engine()
+    last, edges = open_engine()
+    assert attach_coverage(last.index).restored and edges == scratch()

@@ -277,6 +277,13 @@ class WorkspaceIndex:
         # open), for their owners to take (the Retriever's lexical indexes)
         self.save_sections: dict[str, Callable[[], Any]] = {}
         self.loaded_sections: dict[str, Any] = {}
+        # each cache write gets a fresh stamp (`writing_stamp` while its sections are made): a section
+        # derived from the whole graph is valid for the write that made it, and `loaded_stamp` says
+        # which write the last warm start read; `loaded_unchanged`: that start changed nothing it read
+        self.writing_stamp = ""
+        self.loaded_stamp = ""
+        self.loaded_unchanged = False
+        self.pending_save = False
         # facts of file versions replaced by checkouts, for a checkout back to them (previous.py)
         self.previous = PreviousFacts()
         self.save_sections[PREVIOUS_SECTION] = self.previous.section
@@ -298,8 +305,10 @@ class WorkspaceIndex:
         self.workers_used: dict[str, int] = {}
 
     # -- building ----------------------------------------------------------------------------
-    def load_or_build(self, progress: Progress | None = None) -> BuildReport:
-        """Warm start from the cache when it is valid, re-reading only files whose stat changed."""
+    def load_or_build(self, progress: Progress | None = None, save: bool = True) -> BuildReport:
+        """Warm start from the cache when it is valid, re-reading only files whose stat changed.
+        `save` False: leave a needed cache write to the caller (`save_pending`), so producers it
+        attaches first (Engine.open) are in the write."""
         t0 = time.perf_counter()
         report = BuildReport()
         self.phases = report.phases
@@ -322,7 +331,9 @@ class WorkspaceIndex:
                 progress("loading cache", 0, len(found.files))
             with _timed(ph, "decode"):
                 decoded = _decode_cache(cached) if cached is not None else None
+            self.loaded_unchanged = False
             if decoded is not None and cached is not None:
+                self.loaded_stamp = str(cached.get("stamp") or "")
                 sections = cached.get("sections")
                 self.loaded_sections = {k: v for k, v in sections.items() if isinstance(v, bytes)} \
                     if isinstance(sections, dict) else {}
@@ -348,10 +359,11 @@ class WorkspaceIndex:
             changes.update({rel: None for rel in self.facts if rel not in found.files})
             self._remember_replaced(changes)
             report.rebound = self._apply(changes, progress)
-            if not report.warm or todo or changes:
-                with _timed(ph, "save"):
-                    # a warm start that found nothing changed has nothing new to write
-                    self.save(background=self.background_save)
+            self.loaded_unchanged = report.warm and not changes
+            # a warm start that found nothing changed has nothing new to write
+            self.pending_save = not report.warm or bool(todo) or bool(changes)
+            if save:
+                self.save_pending()
         finally:
             if gc_was:
                 gc.enable()
@@ -811,6 +823,13 @@ class WorkspaceIndex:
             return
         self._write_cache()
 
+    def save_pending(self) -> None:
+        """The cache write the last load_or_build left to its caller, if it needs one."""
+        if self.pending_save:
+            self.pending_save = False
+            with _timed(self.phases, "save"):
+                self.save(background=self.background_save)
+
     def wait_saved(self) -> None:
         """Wait for a background cache write; if it failed, write the cache here instead."""
         pid, self._saver = self._saver, None
@@ -837,6 +856,7 @@ class WorkspaceIndex:
             # a section nobody here owns is written back as read: each describes the file versions it
             # holds (the lexical one by digest), so an older one is still correct to start from
             sections = dict(self.loaded_sections)
+            self.writing_stamp = os.urandom(8).hex()
             for name, make in sorted(self.save_sections.items()):
                 try:
                     value = make()
@@ -844,7 +864,8 @@ class WorkspaceIndex:
                 except Exception:  # a derived index is rebuilt without its section; the cache is still written
                     log.exception("cache section %s failed", name)
             self.store.save(self.root, entries(), len(rels),
-                            {"extra": self.extra_state, "flow": flow, "sections": sections})
+                            {"extra": self.extra_state, "flow": flow, "sections": sections,
+                             "stamp": self.writing_stamp})
         except OSError as exc:
             log.warning("could not write the cache %s: %s", self.store.path, exc)
 
