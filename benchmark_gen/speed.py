@@ -3,7 +3,8 @@
 Per root, with a fresh cache directory:
 - cold_queryable_s: a fresh subprocess builds the index from nothing; seconds from its launch (interpreter
   start and imports included, as a user experiences them) until it has answered a graph query. As in
-  the CLI, the cache is then written by a forked child (WorkspaceIndex.background_save), not before.
+  the CLI, the index is opened by `Engine.open` (the test and history producers attached) and the cache
+  is then written by a forked child (WorkspaceIndex.background_save), not before.
 - refined_s: seconds from that same launch until jedi refinement of the whole index completed (null with
   --no-refine, or when --refine-budget stopped it first; `refine_complete` says which).
 - peak_rss_mb: ru_maxrss of the cold-build process when it became queryable (extraction workers, used
@@ -106,9 +107,10 @@ def _probe_query(index: Any) -> None:
 def child_cold(root: Path, cache: Path, refine: bool, budget: float | None) -> None:
     from ctx_lsp.engine import Engine
 
-    index = Engine(root, cache_dir=cache).index  # an Engine's index: its cache holds the lexical section, as the CLI's
+    engine = Engine(root, cache_dir=cache)  # opened as the CLI opens it: producers attached, their sections written
+    index = engine.index
     index.background_save = True  # as the CLI does: queryable before the cache is written
-    index.load_or_build()
+    engine.open()
     _probe_query(index)
     lines = sum(f.lines for f in index.facts.values())
     _emit("queryable", files=len(index.facts), lines=lines, rss_mb=_rss_mb(),
