@@ -282,3 +282,25 @@ def test_static_edges_are_restored_only_for_the_graph_they_were_written_with(tmp
     open_engine()
     last, edges = open_engine()
     assert attach_coverage(last.index).restored and edges == scratch()
+
+
+def test_django_style_test_suite_is_tests(tmp_path: Path) -> None:
+    """Django lays its suite out as tests/<app>/tests.py beside test-only models: all of it is test code,
+    so its test methods are tests with static COVERS edges, and a `testing/` package's subpackages stay code."""
+    from ctx_lsp.index.facts import is_test_path
+
+    assert is_test_path("tests/queries/tests.py") and is_test_path("tests/queries/models.py")
+    assert is_test_path("django/contrib/admin/tests.py") and is_test_path("pkg/sub/tests/helpers/util.py")
+    assert not is_test_path("numpy/testing/_private/utils.py") and not is_test_path("pkg/contest.py")
+    root = tmp_path / "ws"
+    make_workspace(root)
+    (root / "tests/queries").mkdir(parents=True)
+    (root / "tests/queries/models.py").write_text("class Item:\n    pass\n")
+    (root / "tests/queries/tests.py").write_text(
+        "from pkg.calc import add\n\n\nclass AddTests:\n    def test_add(self):\n        assert add(1, 2) == 3\n")
+    engine = Engine(root, cache_dir=tmp_path / "cache")
+    engine.open()
+    node = engine.graph.node("tests/queries/tests.py::AddTests.test_add")
+    assert node is not None and node.kind == "test"
+    got = {(s, d) for s, d, _line, _extra in covers(engine.index, "static-test")}
+    assert ("tests/queries/tests.py::AddTests.test_add", ADD) in got

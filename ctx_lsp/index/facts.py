@@ -21,7 +21,10 @@ Chain = tuple[str, ...]
 MAX_SIGNATURE = 240
 
 
-_TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$|(^|/)(tests?|testing)/[^/]*\.py$|(^|/)conftest\.py$")
+# test files by the conventions of pytest (test_*.py, *_test.py, conftest.py) and Django (tests.py), and
+# everything under a tests/ or test/ folder at any depth (Django's tests/<app>/models.py is test code too);
+# testing/ only directly (numpy.testing and sympy.testing are libraries with their own subpackages)
+_TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|tests|conftest)\.py$|(^|/)tests?/|(^|/)testing/[^/]*\.py$")
 
 
 # what ast.parse raises on text it cannot take: bad syntax, NUL bytes, nesting too deep for the parser
