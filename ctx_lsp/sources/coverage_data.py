@@ -307,12 +307,12 @@ class TestCoverage:
     def _static_section(self) -> list[Any]:
         """The static edges as of the graph being written, stamped with that write."""
         g = self.index.graph
-        vias = {v: i for i, v in enumerate(COVER_KINDS)}
+        vias: dict[tuple[str, ...], int] = {_VIA[k]: i for i, k in enumerate(COVER_KINDS)}  # extra -> kind index
         files = []
         for key, es in sorted(g.extra_edges.items()):
             if key.startswith(STATIC_PREFIX):
                 path = key[len(STATIC_PREFIX):]
-                files.append([path, [[e.src, e.dst, e.line, e.col, vias[e.extra[0].upper()]]
+                files.append([path, [[e.src, e.dst, e.line, e.col, vias[e.extra]]
                                      + ([e.path] if e.path != path else []) for e in es]])
         return [STATIC_VERSION, self.index.writing_stamp, files]
 
