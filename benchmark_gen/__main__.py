@@ -1,4 +1,4 @@
-"""`python -m benchmark_gen {speed,generate,evaluate,verify-edges,swebench,swebench-merge,batch} ...`: headless
+"""`python -m benchmark_gen {speed,generate,evaluate,verify-edges,swebench,swebench-merge,swebench-fit,batch} ...`: headless
 benchmarks over the core."""
 
 from __future__ import annotations
@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default=None, help="the merged report (JSON)")
     p.add_argument("--markdown", default=None, help="the merged markdown report (also printed)")
 
+    from benchmark_gen.swebench_fit import add_parser as add_fit_parser
+
+    add_fit_parser(sub)
     p = sub.add_parser("swebench", help="file/function localization on SWE-bench instances (engine vs BM25)")
     _swebench_options(p)
 
@@ -108,6 +111,8 @@ def _swebench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--markdown", default=None, help="the markdown report (also printed to stdout)")
     p.add_argument("--work", default=None, help="trees and index caches (default ~/.cache/ctx-lsp-swebench/work)")
     p.add_argument("--ablate", action="store_true", help="also run the engine once per feature removed")
+    p.add_argument("--explain", action="store_true",
+                   help="keep each instance's ranking inputs (file evidence classes, wide symbol ranking) in --json")
     p.add_argument("--features", default=None, help="comma-separated engine features (default: all)")
     p.add_argument("--dense", action="store_true",
                    help="also rank with the dense generator (rows 'engine +dense', 'dense only'; needs ctx-lsp[dense])")
@@ -148,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmark_gen.swebench import run_merge
 
         return run_merge(args)
+    if args.command == "swebench-fit":
+        from benchmark_gen.swebench_fit import run_fit
+
+        return run_fit(args)
     if args.command == "swebench":
         from benchmark_gen.swebench import run_swebench
 

@@ -128,7 +128,7 @@ def ranking_record(files: list[str], funcs: list[str] | None, gold_files: list[s
 class RepoRun:
     """The tree, engine and baseline corpus of one repository, carried from instance to instance."""
 
-    def __init__(self, work: Path, repo: str, mirror: Path, dense: bool = False) -> None:
+    def __init__(self, work: Path, repo: str, mirror: Path, dense: bool = False, explain: bool = False) -> None:
         base = repo_dir(work, repo)
         self.repo = repo
         self.tree = base / "tree"
@@ -137,6 +137,7 @@ class RepoRun:
         self.corpus = BaselineCorpus(repo)
         self.engine: Any = None
         self.dense = dense
+        self.explain = explain  # --explain: keep the ranking's raw inputs per instance (offline fitting)
         self.cache_was_warm = self.cache.exists()
 
     def index(self) -> tuple[str, float]:
@@ -164,11 +165,13 @@ class RepoRun:
         return {"dense_s": time.perf_counter() - t0, "dense_embedded": r.dense.last.get("embedded", 0),
                 "dense_vectors": r.dense.last.get("vectors", 0)}
 
-    def query(self, text: str, budget: int, features: frozenset[str]) -> dict[str, Any]:
+    def query(self, text: str, budget: int, features: frozenset[str], explain: bool = False) -> dict[str, Any]:
         r = self.engine.retriever
         with self.engine.lock:
             if hasattr(r, "reset_memory"):
                 r.reset_memory()  # no instance may see another's (or a refresh's) working memory
+            if explain:
+                return dict(r.context(text, budget, record=False, features=features, explain=True))
             return dict(r.context(text, budget, record=False, features=features))
 
 
@@ -191,7 +194,7 @@ def run_instance(run: RepoRun, inst: dict[str, Any], budget: int, features: froz
     kind, index_s = run.index()
     dense_t = run.embed() if run.dense else {}
     t1 = time.perf_counter()
-    pack = run.query(inst["problem_statement"], budget, features)
+    pack = run.query(inst["problem_statement"], budget, features, explain=run.explain)
     query_ms = 1000 * (time.perf_counter() - t1)  # the first query after the update: index upkeep included
     t1 = time.perf_counter()
     run.query(inst["problem_statement"], budget, features)
@@ -227,7 +230,9 @@ def run_instance(run: RepoRun, inst: dict[str, Any], budget: int, features: froz
             d_files, d_funcs = engine_rankings(run.query(inst["problem_statement"], budget, feats))
             ablation_ms[row] = 1000 * (time.perf_counter() - t4)
             rankings[row] = ranking_record(no_tests(d_files), no_tests(d_funcs), gold_files, gold_funcs)
+    extra = {"explain": pack.get("explain")} if run.explain else {}
     return {
+        **extra,
         "instance_id": inst["instance_id"], "repo": inst["repo"], "base_commit": inst["base_commit"],
         "gold_files": gold_files, "gold_functions": gold_funcs, "tokens": int(pack.get("tokens", 0)),
         "missing_blobs": lay.missing, "rankings": rankings,
@@ -239,7 +244,8 @@ def run_instance(run: RepoRun, inst: dict[str, Any], budget: int, features: froz
 
 
 def evaluate(instances: list[dict[str, Any]], work: Path, budget: int, features: frozenset[str],
-             ablate: list[str], log: Any = None, dense: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+             ablate: list[str], log: Any = None, dense: bool = False,
+             explain: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(results, errors) for instances, laid out under `work`; one progress line per instance on `log`
     (default stderr)."""
     log = log or sys.stderr
@@ -251,7 +257,7 @@ def evaluate(instances: list[dict[str, Any]], work: Path, budget: int, features:
         try:
             if run is None or run.repo != inst["repo"]:
                 run = None  # the previous repository's engine and corpus are freed first
-                run = RepoRun(work, inst["repo"], Path(inst["mirror"]), dense)
+                run = RepoRun(work, inst["repo"], Path(inst["mirror"]), dense, explain)
             res = run_instance(run, inst, budget, features, ablate)
         except Exception as exc:  # one broken instance never stops the run
             errors.append(_error(inst, f"{type(exc).__name__}: {exc}"))
@@ -326,7 +332,8 @@ def run_swebench(args: argparse.Namespace) -> int:
     if sel is None:
         return 2
     t0 = time.perf_counter()
-    results, errors = evaluate(sel.instances, sel.work, sel.budget, sel.features, sel.ablate, dense=sel.dense)
+    results, errors = evaluate(sel.instances, sel.work, sel.budget, sel.features, sel.ablate, dense=sel.dense,
+                               explain=bool(getattr(args, "explain", False)))
     return finish(args, sel, results, errors, time.perf_counter() - t0)
 
 

@@ -466,3 +466,30 @@ def test_merge_of_split_runs_equals_one_run(lane: dict[str, Any], capsys: pytest
     capsys.readouterr()
     assert main(["swebench-merge", parts[0], parts[0]]) == 2
     assert "more than one run" in capsys.readouterr().err
+
+
+def test_explain_inputs_rescore_to_the_engine_ranking(lane: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """`--explain` keeps the file ranking's inputs; re-scored offline with the engine's own weights
+    (swebench-fit) they give back the engine's gold ranks, so weights fitted on them mean something."""
+    import numpy as np
+
+    from benchmark_gen.swebench_fit import load, metrics
+    from ctx_lsp.retrieval.files import WEIGHTS
+
+    rep, _, _ = _run(lane, "x", capsys, "--explain")
+    for r in rep["instances"]:
+        files = r["explain"]["files"]
+        assert set(r["gold_files"]) <= set(files)
+        assert all("prior" in f for f in files.values())
+        assert r["explain"]["symbols"] and all("parts" in s for s in r["explain"]["symbols"])
+    classes = sorted(WEIGHTS)
+    insts = load([lane["root"] / "x.json"], classes)
+    assert len(insts) == 3
+    m = metrics(insts, np.array([WEIGHTS[c] for c in classes]))
+    eng = rep["aggregates"]["overall"]["engine"]
+    for k in (1, 3, 5, 10):
+        assert m[f"acc@{k}"] == pytest.approx(eng[f"acc@{k}"])
+    assert m["mrr"] == pytest.approx(eng["mrr"])
+    assert metrics(insts, np.zeros(len(classes)))["acc@1"] < 1.0  # the weights decide: all zero is a tie
+    assert main(["swebench-fit", str(lane["root"] / "x.json")]) == 0
+    assert "leave-one-repository-out" in capsys.readouterr().out

@@ -50,6 +50,7 @@ LEXICAL_FILES = 100
 NEAR_TOP = 3
 IN_FILE_TOP = 10  # leading files that get an item even when only their text matched
 REL_FLOOR = 0.3  # a candidate outside the ranked files keeps this share of its score
+EXPLAIN_SYMBOLS = 300  # symbols an `explain` pack lists with their parts
 _SYMBOL_KINDS = (NodeKind.CLASS.value, NodeKind.FUNCTION.value, NodeKind.METHOD.value)
 
 
@@ -258,9 +259,11 @@ class Retriever:
     # -- the read path ------------------------------------------------------------------------
     def context(self, query: str, budget: int = 4000, *, path: str | None = None, line: int | None = None,
                 checkpoint: Callable[[], None] | None = None, record: bool = True,
-                features: frozenset[str] | None = None) -> dict[str, Any]:
+                features: frozenset[str] | None = None, explain: bool = False) -> dict[str, Any]:
         """plan -> generators -> expand -> score -> rank files -> pack -> hop, as one straight line.
-        `features` default: every generator set up (the dense one only when it is)."""
+        `features` default: every generator set up (the dense one only when it is). `explain` adds the
+        ranking's raw inputs (`explain`: every file's evidence classes and prior, the wide symbol
+        ranking with its parts), for fitting the fusion offline (benchmark_gen swebench --dump)."""
         if features is None:
             features = self.default_features()
         t = {"start": time.perf_counter()}
@@ -322,6 +325,10 @@ class Retriever:
             result["plan"]["generators"] = q.notes
         if "dense" in features:
             result["dense"] = self.dense_status()
+        if explain:
+            wide = rank_symbols(self.engine.graph, ranked, files, chunks, plan.query, self.prior(plan, features),
+                                top=EXPLAIN_SYMBOLS, parts=True)
+            result["explain"] = {"files": q.file_features, "symbols": wide}
         if hop_target is not None:
             result["plan"]["hop"] = {"resolved": hop_target, "reached": len(hopped)}
         if record and "memory" in features:
@@ -414,6 +421,8 @@ class Retriever:
             add_features(feats, {"imports-near-top": near, "folder-of-top": folder})
             files = rank_files(feats, file_prior, top=FILE_TOP)  # the features once, scored twice
         rel = {f["path"]: f["score"] / (files[0]["score"] or 1.0) for f in files}
+        q.file_features = {p: {**{k: v for k, v in f.items() if not k.startswith("_")}, "prior": file_prior(p)}
+                           for p, f in feats.items()}
         return self._order_by_files(q, ranked, files, rel), files
 
     def _order_by_files(self, q: Query, ranked: list[Candidate], files: list[dict[str, Any]],

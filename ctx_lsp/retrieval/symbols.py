@@ -34,18 +34,20 @@ CLASS_LINES = 50  # a class's own text is its header, docstring and attributes, 
 
 def rank_symbols(graph: CodeGraph, ranked: list[Candidate], files: list[dict[str, Any]],
                  lexical: LexicalIndex | None, query: str, prior: Callable[[str], float],
-                 top: int = SYMBOL_TOP) -> list[dict[str, Any]]:
+                 top: int = SYMBOL_TOP, parts: bool = False) -> list[dict[str, Any]]:
     """Symbols best first, each `{path, symbol, kind, start_line, end_line, score,
     reasons}`. Deterministic (ties by id).
     `files` is the pack's file ranking; `lexical` None leaves the chunk matches out (short questions)."""
     scores: dict[str, float] = {}
     reasons: dict[str, list[dict[str, Any]]] = {}
+    split: dict[str, dict[str, float]] = {}  # `parts`: the score's components per symbol
     best = 0.0
     for c in ranked:  # best first, so the first symbol sets the scale
         if c.score <= 0 or _kind(graph, c.node_id) not in _KINDS:
             continue
         best = best or c.score
         scores[c.node_id] = c.score / best
+        split[c.node_id] = {"cand": c.score / best}
         reasons[c.node_id] = [r.to_json() for r in c.reasons[:_REASONS]]
     if lexical is not None and files:
         lead = files[0]["score"] or 1.0
@@ -60,6 +62,7 @@ def rank_symbols(graph: CodeGraph, ranked: list[Candidate], files: list[dict[str
             if w <= 0:
                 continue
             scores[nid] = scores.get(nid, 0.0) + w
+            split.setdefault(nid, {}).update(chunk=s / top_match, share=share, prior=prior(nid))
             reasons.setdefault(nid, []).append({"via": "chunk-bm25", "from": None, "weight": round(w, 4),
                                                 "value": round(s, 4)})
     if lexical is not None:
@@ -76,6 +79,7 @@ def rank_symbols(graph: CodeGraph, ranked: list[Candidate], files: list[dict[str
         out.append({"path": n.path, "symbol": n.qualname, "kind": n.kind, "start_line": n.start_line,
                     "end_line": n.end_line,
                     "score": round(score, 4),
+                    **({"parts": {**split.get(nid, {}), "lines": n.end_line - n.start_line + 1}} if parts else {}),
                     "reasons": sorted(reasons.get(nid, []), key=lambda r: -float(r["weight"]))})
     return out
 
