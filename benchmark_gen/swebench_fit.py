@@ -27,6 +27,7 @@ import numpy as np
 from benchmark_gen.swebench_baselines import is_swe_test_path
 
 GRID = (0.0, 0.25, 0.5, 0.75, 1.5, 2.0, 4.0)  # multipliers tried per weight and round
+ABSOLUTE = (0.1, 0.25, 0.5, 1.0, 2.0)  # values tried too (a weight at 0 has no multiple)
 
 
 @dataclass
@@ -87,10 +88,9 @@ def fit(insts: list[Instance], w0: np.ndarray, fixed: set[int], rounds: int = 4)
         for j in range(len(w)):
             if j in fixed:
                 continue
-            base = w[j] if w[j] > 0 else 0.25
-            for mult in GRID:
+            for value in sorted({w[j] * m for m in GRID} | set(ABSOLUTE)):
                 trial = w.copy()
-                trial[j] = base * mult
+                trial[j] = value
                 o = objective(metrics(insts, trial))
                 if o > best + 1e-9:
                     best, w, improved = o, trial, True
@@ -146,3 +146,54 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("swebench-fit", help="refit the file ranking's fusion weights from swebench --explain reports")
     p.add_argument("reports", nargs="+", metavar="REPORT.json")
     p.add_argument("--json", default=None, help="write the current and fitted weights")
+
+
+# -- the symbol ranking (ctx_lsp.retrieval.symbols.rank_symbols), re-scored from its parts ------------
+@dataclass
+class SymbolInstance:
+    iid: str
+    repo: str
+    cand: np.ndarray
+    chunk: np.ndarray  # chunk match relative to the best in the leading files, times share and prior
+    lines: np.ndarray
+    is_class: np.ndarray
+    gold: np.ndarray
+    n_gold: int
+
+
+def load_symbols(paths: list[Path]) -> list[SymbolInstance]:
+    out = []
+    for path in paths:
+        rep = json.loads(path.read_text(encoding="utf-8"))
+        for inst in rep["instances"]:
+            ex = inst.get("explain")
+            gold = {g for g in inst.get("gold_functions", []) if not is_swe_test_path(g.split("::", 1)[0], inst["repo"])}
+            if not ex or not gold:
+                continue
+            rows = [s for s in ex["symbols"] if not is_swe_test_path(s["path"], inst["repo"])]
+            rows.sort(key=lambda s: f"{s['path']}::{s['symbol']}")
+            parts = [s["parts"] for s in rows]
+            out.append(SymbolInstance(
+                inst["instance_id"], inst["repo"],
+                np.array([p.get("cand", 0.0) for p in parts]),
+                np.array([p.get("chunk", 0.0) * p.get("share", 0.0) * p.get("prior", 1.0) for p in parts]),
+                np.array([p["lines"] for p in parts], dtype=float),
+                np.array([s["kind"] == "class" for s in rows]),
+                np.array([f"{s['path']}::{s['symbol']}" in gold for s in rows]), len(gold)))
+    return out
+
+
+def symbol_metrics(insts: list[SymbolInstance], w_chunk: float, w_length: float, class_lines: float) -> dict[str, float]:
+    acc = {5: 0, 10: 0}
+    for it in insts:
+        lines = np.where(it.is_class, np.minimum(it.lines, class_lines), it.lines)
+        s = (it.cand + w_chunk * it.chunk) * (1 + w_length * np.log(np.maximum(1.0, lines)))
+        order = np.lexsort((np.arange(len(s)), -s))
+        ranks = np.empty(len(s), dtype=int)
+        ranks[order] = np.arange(1, len(s) + 1)
+        g = ranks[it.gold]
+        worst = g.max() if g.size == it.n_gold and g.size else None
+        for k in acc:
+            acc[k] += worst is not None and worst <= k
+    n = max(1, len(insts))
+    return {"fn_acc@5": acc[5] / n, "fn_acc@10": acc[10] / n, "n": len(insts)}
