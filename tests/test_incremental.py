@@ -611,3 +611,37 @@ def test_an_edit_rebinds_only_the_files_that_read_a_changed_name(tmp_path: Path)
     index.update_file("pkg/uses_g.py", "from pkg.hub import Hub\n\n\ndef go():\n    Hub().run()\n")
     assert index.update_file("pkg/hub.py", cls + "\n    def extra(self):\n        pass\n") == 1
     assert index.update_file("pkg/hub.py", cls.replace("def run(self):\n        pass", "run = None")) == 2
+
+
+def test_a_checkout_of_few_large_files_extracts_in_parallel_and_equals_scratch(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout changes the project's big files: few files, many bytes. Their extraction goes to the
+    process pool by bytes (PARALLEL_BYTES), not only by count, and the result equals a scratch build."""
+    from ctx_lsp.index import workspace as ws_mod
+
+    monkeypatch.setattr(ws_mod, "PARALLEL_BYTES", 150_000)  # the rule, at a size a test can afford
+
+    def big(i: int, tag: str) -> str:
+        body = "".join(f"    def m{j}(self, x):\n        return helper_{tag}(x) + {j}\n\n" for j in range(900))
+        return f"from pkg.util import helper_{tag}\n\n\nclass Big{i}:\n{body}"
+
+    files = {"pkg/__init__.py": "", "pkg/util.py": "def helper_a(x):\n    return x\n\n\ndef helper_b(x):\n    return x\n"}
+    files |= {f"pkg/big{i}.py": big(i, "a") for i in range(8)}
+    root = tmp_path / "ws"
+    _write(root, files)
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=2)
+    index.load_or_build()
+    assert sum(len(files[f"pkg/big{i}.py"]) for i in range(4)) >= ws_mod.PARALLEL_BYTES
+    for i in range(4):  # the checkout: four large files change on disk
+        (root / f"pkg/big{i}.py").write_text(big(i, "b"), encoding="utf-8")
+    index.refresh()
+    assert index.workers_used.get("extract") == 2
+    assert index.graph.has_edge("pkg/big0.py::Big0.m0", "pkg/util.py::helper_b")
+    scratch = WorkspaceIndex(root, cache_dir=tmp_path / "cache2", workers=1)
+    scratch.load_or_build()
+    got, want = comparable(index), comparable(scratch)
+    assert got == want, diff(got, want)
+    # a small edit stays in process
+    (root / "pkg/util.py").write_text(files["pkg/util.py"] + "\n\ndef helper_c(x):\n    return x\n", encoding="utf-8")
+    index.refresh()
+    assert index.workers_used.get("extract") == 1

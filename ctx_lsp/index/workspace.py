@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 PARALLEL_THRESHOLD = 300  # below this many files a process pool costs more than it saves
+# ... unless they are big: a checkout's changed files are the project's large, busy ones (Django: 275
+# changed files held 43% of the bytes), and 1 MB parses in ~0.4 s against ~0.05 s to start a pool
+PARALLEL_BYTES = 1_000_000
 
 
 def prepare_threaded_process(*lazy_modules: str) -> None:
@@ -248,6 +251,19 @@ def nodes_of(facts: FileFacts) -> list[Node]:
     # f"{path}::{qual}" is model.symbol_id, inlined: ~60k calls per Django warm start
     nodes.extend(Node(f"{path}::{r[0]}", r[1], path, r[0], r[2], r[3], r[6], r[7]) for r in facts.node_rows())
     return nodes
+
+
+def _bytes_at_least(files: dict[str, Path], paths: list[str], limit: int) -> bool:
+    """Whether `paths` hold at least `limit` bytes (stat only, stopping once reached)."""
+    total = 0
+    for rel in paths:
+        try:
+            total += files[rel].stat().st_size
+        except (OSError, KeyError):
+            continue
+        if total >= limit:
+            return True
+    return False
 
 
 class WorkspaceIndex:
@@ -474,8 +490,9 @@ class WorkspaceIndex:
         items = [(root, rel, self.filter.max_bytes) for rel in todo]
         total = len(items)
         results: list[tuple[str, FileFacts | None, str | None, int, int]] = []
-        if self.workers > 1 and total >= PARALLEL_THRESHOLD and may_start_processes():
-            chunk = max(16, total // (self.workers * 8))
+        if self.workers > 1 and total >= 2 * self.workers and may_start_processes() and (
+                total >= PARALLEL_THRESHOLD or _bytes_at_least(files, todo, PARALLEL_BYTES)):
+            chunk = max(1 if total < PARALLEL_THRESHOLD else 16, total // (self.workers * 8))
             chunks = [items[i : i + chunk] for i in range(0, total, chunk)]
             import multiprocessing
 
