@@ -385,3 +385,76 @@ def test_scope_prior_lowers_files_no_import_can_name(tmp_path: Path) -> None:
     for p in ("shop/migrations/0002_order_total.py", "shop/run-report.py", "shop/class.py"):
         assert prior(p) == PERIPHERAL, p
     assert scope_prior(ws, lambda p: p.endswith("0002_order_total.py"))("shop/migrations/0002_order_total.py") == 1.0
+
+
+TEMPLATED_ISSUE = """\
+Rounding of the invoice total drops the last cent
+<!-- Before submitting, please search the existing issues. Describe the bug and the expected behavior,
+and tell us your environment, the version and the operating system. -->
+**Describe the bug**
+The invoice total loses a cent when rounding half amounts.
+
+**To Reproduce**
+```python
+# Describe the bug
+print(invoice_total([0.125, 0.125]))
+```
+
+**Expected behavior**
+0.26 after rounding, see https://github.com/acme/billing/blob/0a1b2c3/billing/rounding.py#L12
+
+**Screenshots**
+<img width="612" alt="Screen Shot 2021-05-12 at 12 30 50 PM" src="https://example.com/x.png">
+![shot](https://example.com/y.png)
+
+**Environment info**
+- OS: Mac
+- Python version: 3.9.0
+- Billing version: 4.0.1
+- [x] I searched the existing issues
+"""
+
+
+def test_clean_prose_drops_template_scaffolding_and_keeps_code_title_and_repository_paths() -> None:
+    ev = extract_evidence(TEMPLATED_ISSUE)
+    s = ev.search
+    assert s.startswith("Rounding of the invoice total drops the last cent\n")
+    for gone in ("Describe the bug**", "To Reproduce", "Expected behavior", "Before submitting", "Screen Shot",
+                 "Python version", "OS: Mac", "Billing version", "I searched", "example.com", "blob/"):
+        assert gone not in s, gone
+    assert "# Describe the bug" in s  # a comment in a code block is code, not a heading
+    assert "billing/rounding.py" in s  # a link into the repository keeps the file's path
+    assert "loses a cent when rounding half amounts" in s and "0.26 after rounding" in s
+    assert "Describe the bug" not in ev.prose and "loses a cent" in ev.prose
+    plain = "A plain report: the total is wrong.\nIt drops a cent when it rounds half amounts, always."
+    assert extract_evidence(plain).search == plain  # text without scaffolding is searched as written
+
+
+def test_template_words_do_not_pull_in_code_that_shares_them(tmp_path: Path) -> None:
+    """A module whose words are the template's (bug, reproduce, expected, environment, version,
+    screenshot) must not outrank the module the issue is about."""
+    files = {
+        "billing/__init__.py": "",
+        "billing/rounding.py": "def round_half(amount):\n    \"\"\"Round half amounts of an invoice total to a cent.\"\"\"\n"
+                               "    return round(amount + 1e-9, 2)\n\n\ndef invoice_total(amounts):\n"
+                               "    return round_half(sum(amounts))\n",
+        "billing/report.py": "\"\"\"Bug report helpers: describe the bug, the steps to reproduce, the expected behavior,\n"
+                             "screenshots, the environment info, OS, Python version, the version of each tool and\n"
+                             "whether the existing issues were searched before submitting.\"\"\"\n\n\n"
+                             + "".join(f"def describe_bug{i}(environment, version, os_name, screen_shot, expected_behavior):\n"
+                                       f"    \"\"\"Describe the bug {i}: to reproduce, the expected behavior, screenshots, "
+                                       "the environment info, OS, Python version, submitting, searching existing issues.\"\"\"\n"
+                                       "    return [environment, version, os_name, screen_shot, expected_behavior]\n\n\n"
+                                       for i in range(4)),
+    }
+    for i in range(6):
+        files[f"billing/other{i}.py"] = f"def helper{i}(x):\n    return x + {i}\n"
+    root = tmp_path / "ws"
+    write_tree(root, files)
+    e = Engine(root, cache_dir=tmp_path / "cache")
+    e.open()
+    ranked = _ctx(e, TEMPLATED_ISSUE)["files"]
+    assert ranked[0]["path"] == "billing/rounding.py", ranked
+    bm25 = {f["path"]: next((r["value"] for r in f["reasons"] if r["via"] == "file-bm25"), 0.0) for f in ranked}
+    # whole-file BM25 itself prefers the module the issue is about, not the template's words
+    assert bm25["billing/rounding.py"] == 1.0 and bm25.get("billing/report.py", 0.0) < 1.0, bm25

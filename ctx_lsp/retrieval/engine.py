@@ -279,6 +279,8 @@ class Retriever:
             # names in code blocks are bound by the snippet generator; mentions come from the prose
             prose = make_plan(evidence.prose, is_symbol)
             plan.mentions, plan.soft = prose.mentions, prose.soft
+            if evidence.search.strip():
+                plan.query = evidence.search  # lexical search reads the issue without its template and markup
         t["plan"] = time.perf_counter()
         check()
         q = Query(self, plan, evidence, Candidates(), features, path, line)

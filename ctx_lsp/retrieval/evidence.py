@@ -47,7 +47,8 @@ class TaskEvidence:
     dotted: list[str] = field(default_factory=list)  # pkg.mod.name as written in prose
     paths: list[str] = field(default_factory=list)  # file paths (.py) named anywhere
     versions: list[str] = field(default_factory=list)
-    prose: str = ""  # the text without code blocks and tracebacks
+    prose: str = ""  # the text without code blocks and tracebacks (and without template scaffolding)
+    search: str = ""  # the text for lexical search: code blocks as written, prose cleaned (clean_prose)
 
     @property
     def is_task(self) -> bool:
@@ -131,8 +132,9 @@ def extract_evidence(text: str) -> TaskEvidence:
     if not ev.code:
         _prompt_code(text, ev)  # doctest lines in plain text
     _tracebacks(text, ev)
-    prose = _cut(text, blocks)
+    prose = clean_prose(_cut(text, blocks))
     ev.prose = prose
+    ev.search = _clean_between(text, blocks)
     without_urls = _URL.sub(" ", text)
     seen_codes: set[str] = set()
     for m in _CODE_TOKEN.finditer(without_urls):
@@ -167,6 +169,58 @@ def extract_evidence(text: str) -> TaskEvidence:
         if m.group(1) not in ev.versions:
             ev.versions.append(m.group(1))
     return ev
+
+
+# -- what an issue says that is not about the code: template scaffolding, markup, links --------------
+_HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
+_MD_IMAGE = re.compile(r"!\[[^\]\n]*\]\([^)\s]*\)")
+_IMAGE_URL = re.compile(r"https?://(?:\S*githubusercontent\.com/\S*|\S+\.(?:png|jpe?g|gif|svg|webp)\b\S*)", re.I)
+_HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>\n]*)?/?>")
+_BLOB_URL = re.compile(r"https?://\S*?/(?:blob|tree|raw|src|browser)/[^/\s]+/(\S+?\.py)\b\S*")
+_HEADING = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+[^\n]*|(?:\*\*|__)[^*_\n]+(?:\*\*|__)[ \t]*:?)[ \t]*$", re.M)
+_CHECKLIST = re.compile(r"^[ \t]*[-*+][ \t]+\[[ xX]?\][^\n]*$", re.M)
+_ENV_LINE = re.compile(
+    r"^[ \t]*(?:[-*+][ \t]+)?(?:\*\*)?[\w .()/-]{0,40}?\b(?:version|versions|os|operating system|platform|"
+    r"installation|installed via|browser|python|backend|environment)\b[\w .()/-]{0,20}(?:\*\*)?[ \t]*:[^\n]{0,80}$",
+    re.M | re.I)
+_VERSION_LINE = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?[\w .()-]{1,40}:[ \t]+v?\d+(?:\.\d+)+\S*(?:[ \t]+\([^)\n]*\))?[^\n\w]*$",
+                           re.M)  # `numpy: 1.24.2`, `python: 3.10.6 (main, ...)`: a pasted environment dump
+HEADING_WORDS = 6  # a heading this short is a template's section name ("Describe the bug", "Code for reproduction")
+
+
+def clean_prose(text: str) -> str:
+    """Prose without what issue templates and markup add to every issue: HTML comments (template
+    instructions), images and their URLs, HTML tags, short headings and bold-only lines (section names),
+    checklists, and environment lines (`- Python version: 3.9`, `OS: Mac`). Their words (bug,
+    reproduce, expected, version, screen, shot) match whatever code happens to use them, not what the
+    issue is about. A link to a file in a repository keeps just its path; other links stay (a link to
+    the docs names the topic)."""
+    text = _HTML_COMMENT.sub(" ", text)
+    text = _MD_IMAGE.sub(" ", text)
+    text = _BLOB_URL.sub(lambda m: " " + m.group(1) + " ", text)
+    text = _HTML_TAG.sub(" ", text)
+    text = _IMAGE_URL.sub(" ", text)
+    text = _HEADING.sub(lambda m: "" if len(m.group(0).split()) <= HEADING_WORDS else m.group(0), text)
+    text = _CHECKLIST.sub("", text)
+    return _VERSION_LINE.sub("", _ENV_LINE.sub("", text))
+
+
+def _clean_between(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` with the prose between code blocks cleaned (clean_prose) and the blocks as written (a
+    `# comment` in code is no heading); the first line, an issue's title, is kept whole."""
+    title, nl, _ = text.partition("\n")
+    out: list[str] = [title]
+    last = len(title) + len(nl)
+    for a, b in sorted(spans):
+        if a >= last:
+            out.append(clean_prose(text[last:a]))
+            out.append(_VERSION_LINE.sub("", text[a:b]))
+            last = b
+        elif b > last:  # a block overlapping the title
+            out.append(text[last:b])
+            last = b
+    out.append(clean_prose(text[last:]))
+    return "\n".join(x for x in out if x)
 
 
 def _inside(pos: int, spans: list[tuple[int, int]]) -> bool:
