@@ -458,3 +458,30 @@ def test_template_words_do_not_pull_in_code_that_shares_them(tmp_path: Path) -> 
     bm25 = {f["path"]: next((r["value"] for r in f["reasons"] if r["via"] == "file-bm25"), 0.0) for f in ranked}
     # whole-file BM25 itself prefers the module the issue is about, not the template's words
     assert bm25["billing/rounding.py"] == 1.0 and bm25.get("billing/report.py", 0.0) < 1.0, bm25
+
+
+def test_the_projects_own_name_in_prose_is_not_the_class_named_like_it(tmp_path: Path) -> None:
+    """"Shop version 2 ..." names the project (its package `shop`), not the class `Shop` that the
+    project's application object happens to be: no symbol evidence for it, unless code uses it."""
+    files = {
+        "shop/__init__.py": "",
+        "shop/app.py": "class Shop:\n    def __init__(self, name):\n        self.name = name\n",
+        "shop/pricing.py": "def apply_discount(total, rate):\n    return total * (1 - rate)\n",
+        "tests/__init__.py": "",
+        "tests/test_pricing.py": "from shop.pricing import apply_discount\n\n\ndef test_it():\n    assert apply_discount(1, 0)\n",
+    }
+    root = tmp_path / "ws"
+    write_tree(root, files)
+    e = Engine(root, cache_dir=tmp_path / "cache")
+    e.open()
+    assert e.retriever._project_names() == frozenset({"shop"})
+    issue = ("Discounts are applied twice\nWith Shop 2.1 the apply_discount result is wrong for a zero rate.\n"
+             "Since upgrading Shop the totals are off. Shop runs on Linux.\n")
+    pack = _ctx(e, issue)
+    by_path = {f["path"]: {r["via"] for r in f["reasons"]} for f in pack["files"]}
+    assert "symbol" not in by_path.get("shop/app.py", set()), by_path
+    assert pack["files"][0]["path"] == "shop/pricing.py"
+    assert "Shop" not in pack["plan"]["mentions"]
+    code = issue + "\n```python\nfrom shop.app import Shop\nShop('x')\n```\n"  # code that uses the class still binds it
+    by_path = {f["path"]: {r["via"] for r in f["reasons"]} for f in _ctx(e, code)["files"]}
+    assert "snippet" in by_path.get("shop/app.py", set()), by_path

@@ -50,7 +50,8 @@ LEXICAL_FILES = 100
 NEAR_TOP = 3
 IN_FILE_TOP = 10  # leading files that get an item even when only their text matched
 REL_FLOOR = 0.3  # a candidate outside the ranked files keeps this share of its score
-EXPLAIN_SYMBOLS = 300  # symbols an `explain` pack lists with their parts
+EXPLAIN_SYMBOLS = 300
+_PROJECT_PARENTS = frozenset({"", "src", "lib", "python"})  # where a project's own packages sit  # symbols an `explain` pack lists with their parts
 _SYMBOL_KINDS = (NodeKind.CLASS.value, NodeKind.FUNCTION.value, NodeKind.METHOD.value)
 
 
@@ -67,6 +68,7 @@ class Retriever:
         self.dense, self.dense_error = make_dense(self, getattr(engine, "dense_options", None))
         self._folders: dict[str, list[str]] = {}
         self._folders_rev = -1
+        self._project: tuple[object, frozenset[str]] = (None, frozenset())
         self._dirty: set[str] | None = None  # None = build everything on first use
         self._applied: dict[str, str] = {}  # path -> digest of the facts the lexical indexes hold
         self.lexical_loaded = False  # the lexical indexes started from the cache's snapshot
@@ -278,7 +280,10 @@ class Retriever:
         if plan.task:
             # names in code blocks are bound by the snippet generator; mentions come from the prose
             prose = make_plan(evidence.prose, is_symbol)
-            plan.mentions, plan.soft = prose.mentions, prose.soft
+            # the project's own name ("Sphinx version", "a Django bug") is not the class named like it
+            project = self._project_names()
+            plan.mentions = [m for m in prose.mentions if m.lower() not in project]
+            plan.soft = [s for s in prose.soft if s[0].lower() not in project]
             if evidence.search.strip():
                 plan.query = evidence.search  # lexical search reads the issue without its template and markup
         t["plan"] = time.perf_counter()
@@ -457,13 +462,25 @@ class Retriever:
             self._folders_rev = self.engine.graph.revision
         return self._folders.get(folder, [])
 
+    def _project_names(self) -> frozenset[str]:
+        """The workspace's own package names, lower-cased: packages at the top or under `src/`, `lib/`
+        (`sphinx`, `matplotlib`, `_pytest` and `pytest`), test packages left out. In an issue's prose
+        they name the project."""
+        ws = self.engine.index.ws
+        if self._project[0] is not ws:
+            names = {d.rpartition("/")[2].lower() for d in ws.package_dirs
+                     if d.rpartition("/")[0] in _PROJECT_PARENTS and not is_test_path(d + "/__init__.py")}
+            self._project = (ws, frozenset(n for n in names if n))
+        return self._project[1]
+
     def _title_symbols(self, title: str, features: frozenset[str]) -> dict[str, float]:
         """Files of the symbols an issue's title names (its one-line summary names what is broken)."""
         if "symbols" not in features:
             return {}
         out: dict[str, float] = {}
+        project = self._project_names()
         for m in make_plan(title, self.is_symbol).mentions:
-            if m.endswith(".py"):
+            if m.endswith(".py") or m.lower() in project:
                 continue
             found = [n for n in self.engine.find_symbols(m) if n.name == m.split(".")[-1]]
             for n in found[:4]:
