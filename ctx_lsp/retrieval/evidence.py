@@ -177,7 +177,7 @@ _MD_IMAGE = re.compile(r"!\[[^\]\n]*\]\([^)\s]*\)")
 _IMAGE_URL = re.compile(r"https?://(?:\S*githubusercontent\.com/\S*|\S+\.(?:png|jpe?g|gif|svg|webp)\b\S*)", re.I)
 _HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>\n]*)?/?>")
 _BLOB_URL = re.compile(r"https?://\S*?/(?:blob|tree|raw|src|browser)/[^/\s]+/(\S+?\.py)\b\S*")
-_HEADING = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+[^\n]*|(?:\*\*|__)[^*_\n]+(?:\*\*|__)[ \t]*:?)[ \t]*$", re.M)
+_HEADING = re.compile(r"^[ \t]*(?:#{2,6}[ \t]+[^\n]*|(?:\*\*|__)[^*_\n]+(?:\*\*|__)[ \t]*:?)[ \t]*$", re.M)
 _CHECKLIST = re.compile(r"^[ \t]*[-*+][ \t]+\[[ xX]?\][^\n]*$", re.M)
 _ENV_LINE = re.compile(
     r"^[ \t]*(?:[-*+][ \t]+)?(?:\*\*)?[\w .()/-]{0,40}?\b(?:version|versions|os|operating system|platform|"
@@ -185,6 +185,7 @@ _ENV_LINE = re.compile(
     re.M | re.I)
 _VERSION_LINE = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?[\w .()-]{1,40}:[ \t]+v?\d+(?:\.\d+)+\S*(?:[ \t]+\([^)\n]*\))?[^\n\w]*$",
                            re.M)  # `numpy: 1.24.2`, `python: 3.10.6 (main, ...)`: a pasted environment dump
+# markdown headings from `##` on: a single `#` line is as often a Python comment in code pasted without fences
 HEADING_WORDS = 6  # a heading this short is a template's section name ("Describe the bug", "Code for reproduction")
 
 
