@@ -20,11 +20,11 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from benchmark_gen.swebench_baselines import is_swe_test_path
+if TYPE_CHECKING:  # numpy (and rank_bm25 through swebench_baselines) load only when a fit runs: the
+    # benchmark_gen command line stays light, and so the RSS its children inherit at exec
+    import numpy as np
 
 GRID = (0.0, 0.25, 0.5, 0.75, 1.5, 2.0, 4.0)  # multipliers tried per weight and round
 ABSOLUTE = (0.1, 0.25, 0.5, 1.0, 2.0)  # values tried too (a weight at 0 has no multiple)
@@ -41,6 +41,10 @@ class Instance:
 
 
 def load(paths: list[Path], classes: list[str]) -> list[Instance]:
+    import numpy as np
+
+    from benchmark_gen.swebench_baselines import is_swe_test_path
+
     out = []
     for path in paths:
         rep = json.loads(path.read_text(encoding="utf-8"))
@@ -59,6 +63,8 @@ def load(paths: list[Path], classes: list[str]) -> list[Instance]:
 
 
 def metrics(insts: list[Instance], w: np.ndarray) -> dict[str, float]:
+    import numpy as np
+
     acc = {1: 0, 3: 0, 5: 0, 10: 0}
     mrr = 0.0
     for it in insts:
@@ -105,6 +111,8 @@ def _row(name: str, m: dict[str, float]) -> str:
 
 
 def run_fit(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from ctx_lsp.retrieval.files import WEIGHTS
 
     classes = sorted(WEIGHTS)
@@ -162,6 +170,10 @@ class SymbolInstance:
 
 
 def load_symbols(paths: list[Path]) -> list[SymbolInstance]:
+    import numpy as np
+
+    from benchmark_gen.swebench_baselines import is_swe_test_path
+
     out = []
     for path in paths:
         rep = json.loads(path.read_text(encoding="utf-8"))
@@ -184,6 +196,8 @@ def load_symbols(paths: list[Path]) -> list[SymbolInstance]:
 
 
 def symbol_metrics(insts: list[SymbolInstance], w_chunk: float, w_length: float, class_lines: float) -> dict[str, float]:
+    import numpy as np
+
     acc = {5: 0, 10: 0}
     for it in insts:
         lines = np.where(it.is_class, np.minimum(it.lines, class_lines), it.lines)
