@@ -50,8 +50,8 @@ LEXICAL_FILES = 100
 NEAR_TOP = 3
 IN_FILE_TOP = 10  # leading files that get an item even when only their text matched
 REL_FLOOR = 0.3  # a candidate outside the ranked files keeps this share of its score
-EXPLAIN_SYMBOLS = 300
-_PROJECT_PARENTS = frozenset({"", "src", "lib", "python"})  # where a project's own packages sit  # symbols an `explain` pack lists with their parts
+EXPLAIN_SYMBOLS = 300  # symbols an `explain` pack lists with their parts
+_PROJECT_PARENTS = frozenset({"", "src", "lib", "python"})  # where a project's own packages sit
 _SYMBOL_KINDS = (NodeKind.CLASS.value, NodeKind.FUNCTION.value, NodeKind.METHOD.value)
 
 
@@ -265,7 +265,7 @@ class Retriever:
         """plan -> generators -> expand -> score -> rank files -> pack -> hop, as one straight line.
         `features` default: every generator set up (the dense one only when it is). `explain` adds the
         ranking's raw inputs (`explain`: every file's evidence classes and prior, the wide symbol
-        ranking with its parts), for fitting the fusion offline (benchmark_gen swebench --dump)."""
+        ranking with its parts), for fitting the fusion offline (benchmark_gen swebench --explain)."""
         if features is None:
             features = self.default_features()
         t = {"start": time.perf_counter()}
