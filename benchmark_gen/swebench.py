@@ -170,9 +170,7 @@ class RepoRun:
         with self.engine.lock:
             if hasattr(r, "reset_memory"):
                 r.reset_memory()  # no instance may see another's (or a refresh's) working memory
-            if explain:
-                return dict(r.context(text, budget, record=False, features=features, explain=True))
-            return dict(r.context(text, budget, record=False, features=features))
+            return dict(r.context(text, budget, record=False, features=features, explain=explain))
 
 
 def run_instance(run: RepoRun, inst: dict[str, Any], budget: int, features: frozenset[str],

@@ -8,7 +8,9 @@ files removed as the lane does. It prints the current weights' scores, the fitte
 leave-one-repository-out estimate (fit on the other repositories, score on the held-out one), which
 is the honest figure for repositories the weights never saw.
 
-The offline score is exact for one pass of `rank_files`; the engine's second pass (the files the
+Gold files and functions in test files count as misses, as in the lane, so the re-score with the
+engine's own weights gives the lane's Acc@k and function Acc@k exactly (MRR also counts gold files
+ranked past the pack's 20). The offline score is exact for one pass of `rank_files`; the engine's second pass (the files the
 leading three import, and their folders) is replayed from the report's values, which the first
 pass's order produced, so a fitted change must still be confirmed by a real `swebench` run.
 """
@@ -52,9 +54,7 @@ def load(paths: list[Path], classes: list[str]) -> list[Instance]:
             ex = inst.get("explain")
             if not ex:
                 continue
-            gold = [g for g in inst["gold_files"] if not is_swe_test_path(g, inst["repo"])]
-            if not gold:
-                continue
+            gold = inst["gold_files"]  # a gold test file cannot rank (test files are out): a miss, as in the lane
             files = sorted(p for p in ex["files"] if not is_swe_test_path(p, inst["repo"]))
             x = np.array([[ex["files"][p].get(c, 0.0) for c in classes] for p in files], dtype=float).reshape(-1, len(classes))
             prior = np.array([ex["files"][p].get("prior", 1.0) for p in files], dtype=float)
@@ -62,22 +62,28 @@ def load(paths: list[Path], classes: list[str]) -> list[Instance]:
     return out
 
 
-def metrics(insts: list[Instance], w: np.ndarray) -> dict[str, float]:
+def gold_worst_and_best(scores: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, int | None, int | None]:
+    """Ranks of the gold rows under `scores` (best first, ties by row: rows are sorted by path or id, as
+    the engine breaks ties), and (worst, best) gold rank; worst None when a gold row is missing."""
     import numpy as np
 
+    order = np.lexsort((np.arange(len(scores)), -scores))
+    ranks = np.empty(len(scores), dtype=int)
+    ranks[order] = np.arange(1, len(scores) + 1)
+    g = ranks[gold]
+    return g, (int(g.max()) if g.size else None), (int(g.min()) if g.size else None)
+
+
+def metrics(insts: list[Instance], w: np.ndarray) -> dict[str, float]:
     acc = {1: 0, 3: 0, 5: 0, 10: 0}
     mrr = 0.0
     for it in insts:
-        s = (it.x @ w) * it.prior
-        order = np.lexsort((np.arange(len(s)), -s))  # score desc, ties by path (files are sorted)
-        ranks = np.empty(len(s), dtype=int)
-        ranks[order] = np.arange(1, len(s) + 1)
-        gold_ranks = ranks[it.gold]
-        if gold_ranks.size:
-            mrr += 1.0 / gold_ranks.min()
-        worst = gold_ranks.max() if gold_ranks.size == it.n_gold and gold_ranks.size else None
+        g, worst, best = gold_worst_and_best((it.x @ w) * it.prior, it.gold)
+        if best is not None:
+            mrr += 1.0 / best
+        complete = g.size == it.n_gold and worst is not None
         for k in acc:
-            acc[k] += worst is not None and worst <= k
+            acc[k] += complete and worst <= k  # type: ignore[operator]
     n = max(1, len(insts))
     return {**{f"acc@{k}": v / n for k, v in acc.items()}, "mrr": mrr / n, "n": len(insts)}
 
@@ -127,16 +133,11 @@ def run_fit(args: argparse.Namespace) -> int:
     w = fit(insts, w0, fixed)
     print(_row("fitted (in-sample)", metrics(insts, w)))
     repos = sorted({i.repo for i in insts})
-    held: list[Instance] = []
-    lo_w: dict[str, np.ndarray] = {}
-    for repo in repos:
-        lo_w[repo] = fit([i for i in insts if i.repo != repo], w0, fixed)
-        held += [i for i in insts if i.repo == repo]
     # leave-one-repository-out: each repository scored with the weights fitted without it
     acc = {"acc@1": 0.0, "acc@3": 0.0, "acc@5": 0.0, "acc@10": 0.0, "mrr": 0.0}
     for repo in repos:
         part = [i for i in insts if i.repo == repo]
-        m = metrics(part, lo_w[repo])
+        m = metrics(part, fit([i for i in insts if i.repo != repo], w0, fixed))
         for k in acc:
             acc[k] += m[k] * len(part)
     print(_row("leave-one-repository-out", {**{k: v / len(insts) for k, v in acc.items()}, "n": len(insts)}))
@@ -147,11 +148,13 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"classes": classes, "current": w0.tolist(), "fitted": w.tolist()},
                                               indent=1) + "\n", encoding="utf-8")
+    print_symbol_grid([Path(p) for p in args.reports])
     return 0
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("swebench-fit", help="refit the file ranking's fusion weights from swebench --explain reports")
+    p = sub.add_parser("swebench-fit", help="refit the file ranking's fusion weights (and try the symbol ranking's "
+                                            "length factor) from swebench --explain reports")
     p.add_argument("reports", nargs="+", metavar="REPORT.json")
     p.add_argument("--json", default=None, help="write the current and fitted weights")
 
@@ -179,7 +182,7 @@ def load_symbols(paths: list[Path]) -> list[SymbolInstance]:
         rep = json.loads(path.read_text(encoding="utf-8"))
         for inst in rep["instances"]:
             ex = inst.get("explain")
-            gold = {g for g in inst.get("gold_functions", []) if not is_swe_test_path(g.split("::", 1)[0], inst["repo"])}
+            gold = set(inst.get("gold_functions", []))  # those in test files count as misses, as in the lane
             if not ex or not gold:
                 continue
             rows = [s for s in ex["symbols"] if not is_swe_test_path(s["path"], inst["repo"])]
@@ -196,18 +199,32 @@ def load_symbols(paths: list[Path]) -> list[SymbolInstance]:
 
 
 def symbol_metrics(insts: list[SymbolInstance], w_chunk: float, w_length: float, class_lines: float) -> dict[str, float]:
+    """Function Acc@5/@10 of the symbol ranking re-scored: (candidate + w_chunk * chunk match) times
+    (1 + w_length * ln(lines)), a class counting at most `class_lines` lines (symbols.rank_symbols)."""
     import numpy as np
 
     acc = {5: 0, 10: 0}
     for it in insts:
         lines = np.where(it.is_class, np.minimum(it.lines, class_lines), it.lines)
-        s = (it.cand + w_chunk * it.chunk) * (1 + w_length * np.log(np.maximum(1.0, lines)))
-        order = np.lexsort((np.arange(len(s)), -s))
-        ranks = np.empty(len(s), dtype=int)
-        ranks[order] = np.arange(1, len(s) + 1)
-        g = ranks[it.gold]
-        worst = g.max() if g.size == it.n_gold and g.size else None
+        g, worst, _ = gold_worst_and_best((it.cand + w_chunk * it.chunk) * (1 + w_length * np.log(np.maximum(1.0, lines))),
+                                          it.gold)
+        complete = g.size == it.n_gold and worst is not None
         for k in acc:
-            acc[k] += worst is not None and worst <= k
+            acc[k] += complete and worst <= k  # type: ignore[operator]
     n = max(1, len(insts))
     return {"fn_acc@5": acc[5] / n, "fn_acc@10": acc[10] / n, "n": len(insts)}
+
+
+def print_symbol_grid(paths: list[Path]) -> None:
+    """The symbol ranking's length factor and chunk weight around the engine's, re-scored."""
+    from ctx_lsp.retrieval.symbols import CLASS_LINES, W_CHUNK, W_LENGTH
+
+    insts = load_symbols(paths)
+    if not insts:
+        return
+    print("\n| symbols: W_CHUNK | W_LENGTH | n | fn Acc@5 | fn Acc@10 |\n|---:|---:|---:|---:|---:|")
+    for wc in sorted({W_CHUNK * m for m in (0.5, 1.0, 2.0)}):
+        for wl in sorted({W_LENGTH * m for m in (0.0, 0.5, 1.0, 2.0, 3.0)}):
+            m = symbol_metrics(insts, wc, wl, CLASS_LINES)
+            mark = " (current)" if (wc, wl) == (W_CHUNK, W_LENGTH) else ""
+            print(f"| {wc:g}{mark} | {wl:g} | {m['n']} | {100 * m['fn_acc@5']:.1f} | {100 * m['fn_acc@10']:.1f} |")

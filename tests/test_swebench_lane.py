@@ -491,5 +491,12 @@ def test_explain_inputs_rescore_to_the_engine_ranking(lane: dict[str, Any], caps
         assert m[f"acc@{k}"] == pytest.approx(eng[f"acc@{k}"])
     assert m["mrr"] == pytest.approx(eng["mrr"])
     assert metrics(insts, np.zeros(len(classes)))["acc@1"] < 1.0  # the weights decide: all zero is a tie
+    from benchmark_gen.swebench_fit import load_symbols, symbol_metrics
+    from ctx_lsp.retrieval.symbols import CLASS_LINES, W_CHUNK, W_LENGTH
+
+    sm = symbol_metrics(load_symbols([lane["root"] / "x.json"]), W_CHUNK, W_LENGTH, CLASS_LINES)
+    assert sm["n"] == eng["fn_n"] == 3
+    assert (sm["fn_acc@5"], sm["fn_acc@10"]) == (pytest.approx(eng["fn_acc@5"]), pytest.approx(eng["fn_acc@10"]))
     assert main(["swebench-fit", str(lane["root"] / "x.json")]) == 0
-    assert "leave-one-repository-out" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "leave-one-repository-out" in out and "(current)" in out

@@ -288,7 +288,7 @@ class Retriever:
                 plan.query = evidence.search  # lexical search reads the issue without its template and markup
         t["plan"] = time.perf_counter()
         check()
-        q = Query(self, plan, evidence, Candidates(), features, path, line)
+        q = Query(self, plan, evidence, Candidates(), features, path, line, explain=explain)
         for gen in self.generators:
             if (gen.name in features or gen.name == "cursor") and gen.applies(q):
                 gen.seed(q)
@@ -428,8 +428,9 @@ class Retriever:
             add_features(feats, {"imports-near-top": near, "folder-of-top": folder})
             files = rank_files(feats, file_prior, top=FILE_TOP)  # the features once, scored twice
         rel = {f["path"]: f["score"] / (files[0]["score"] or 1.0) for f in files}
-        q.file_features = {p: {**{k: v for k, v in f.items() if not k.startswith("_")}, "prior": file_prior(p)}
-                           for p, f in feats.items()}
+        if q.explain:
+            q.file_features = {p: {**{k: v for k, v in f.items() if not k.startswith("_")}, "prior": file_prior(p)}
+                               for p, f in feats.items()}
         return self._order_by_files(q, ranked, files, rel), files
 
     def _order_by_files(self, q: Query, ranked: list[Candidate], files: list[dict[str, Any]],

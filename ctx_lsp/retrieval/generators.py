@@ -45,7 +45,8 @@ class Query:
     notes: list[str] = field(default_factory=list)  # which generators ran and what they found
     chunk_hits: list[tuple[str, float]] | None = None  # task text: the chunk BM25 ranking, best first
     dense_files: dict[str, float] = field(default_factory=dict)  # the dense generator's file scores
-    file_features: dict[str, dict[str, float]] = field(default_factory=dict)  # the file ranking's inputs (explain)
+    explain: bool = False  # keep the ranking's inputs (file_features) for the pack's `explain`
+    file_features: dict[str, dict[str, float]] = field(default_factory=dict)  # the file ranking's inputs
 
     def prior(self, node_id: str) -> float:
         return self.retriever.prior(self.plan, self.features)(node_id)

@@ -47,7 +47,8 @@ def rank_symbols(graph: CodeGraph, ranked: list[Candidate], files: list[dict[str
             continue
         best = best or c.score
         scores[c.node_id] = c.score / best
-        split[c.node_id] = {"cand": c.score / best}
+        if parts:
+            split[c.node_id] = {"cand": c.score / best}
         reasons[c.node_id] = [r.to_json() for r in c.reasons[:_REASONS]]
     if lexical is not None and files:
         lead = files[0]["score"] or 1.0
@@ -62,7 +63,8 @@ def rank_symbols(graph: CodeGraph, ranked: list[Candidate], files: list[dict[str
             if w <= 0:
                 continue
             scores[nid] = scores.get(nid, 0.0) + w
-            split.setdefault(nid, {}).update(chunk=s / top_match, share=share, prior=prior(nid))
+            if parts:
+                split.setdefault(nid, {}).update(chunk=s / top_match, share=share, prior=prior(nid))
             reasons.setdefault(nid, []).append({"via": "chunk-bm25", "from": None, "weight": round(w, 4),
                                                 "value": round(s, 4)})
     if lexical is not None:
