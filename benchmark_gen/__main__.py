@@ -114,6 +114,8 @@ def _swebench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--explain", action="store_true",
                    help="keep each instance's ranking inputs (file evidence classes, wide symbol ranking) in --json")
     p.add_argument("--features", default=None, help="comma-separated engine features (default: all)")
+    p.add_argument("--git-history", action="store_true",
+                   help="lay each tree out as a git work tree at its base commit (the mirror's history up to it)")
     p.add_argument("--dense", action="store_true",
                    help="also rank with the dense generator (rows 'engine +dense', 'dense only'; needs ctx-lsp[dense])")
 

@@ -128,12 +128,13 @@ def ranking_record(files: list[str], funcs: list[str] | None, gold_files: list[s
 class RepoRun:
     """The tree, engine and baseline corpus of one repository, carried from instance to instance."""
 
-    def __init__(self, work: Path, repo: str, mirror: Path, dense: bool = False, explain: bool = False) -> None:
+    def __init__(self, work: Path, repo: str, mirror: Path, dense: bool = False, explain: bool = False,
+                 git_history: bool = False) -> None:
         base = repo_dir(work, repo)
         self.repo = repo
         self.tree = base / "tree"
         self.cache = base / "cache"
-        self.layout = TreeLayout(mirror, self.tree, base / "layout.json")
+        self.layout = TreeLayout(mirror, self.tree, base / "layout.json", base / "git" if git_history else None)
         self.corpus = BaselineCorpus(repo)
         self.engine: Any = None
         self.dense = dense
@@ -243,7 +244,7 @@ def run_instance(run: RepoRun, inst: dict[str, Any], budget: int, features: froz
 
 def evaluate(instances: list[dict[str, Any]], work: Path, budget: int, features: frozenset[str],
              ablate: list[str], log: Any = None, dense: bool = False,
-             explain: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+             explain: bool = False, git_history: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(results, errors) for instances, laid out under `work`; one progress line per instance on `log`
     (default stderr)."""
     log = log or sys.stderr
@@ -255,7 +256,7 @@ def evaluate(instances: list[dict[str, Any]], work: Path, budget: int, features:
         try:
             if run is None or run.repo != inst["repo"]:
                 run = None  # the previous repository's engine and corpus are freed first
-                run = RepoRun(work, inst["repo"], Path(inst["mirror"]), dense, explain)
+                run = RepoRun(work, inst["repo"], Path(inst["mirror"]), dense, explain, git_history)
             res = run_instance(run, inst, budget, features, ablate)
         except Exception as exc:  # one broken instance never stops the run
             errors.append(_error(inst, f"{type(exc).__name__}: {exc}"))
@@ -310,7 +311,7 @@ def selection(args: argparse.Namespace, prog: str = "swebench") -> Selection | N
     work = Path(args.work).expanduser() if args.work else DEFAULT_WORK.expanduser()
     ablate = sorted(features) if args.ablate else []
     config = {"data": data.name, "budget": args.budget, "features": sorted(features), "per_repo": args.per_repo,
-              "dense": bool(args.dense),
+              "dense": bool(args.dense), "git_history": bool(getattr(args, "git_history", False)),
               "ids": sorted(ids) if ids else None, "repos": sorted(repos) if repos else None,
               "ablate": ablate, "selected": len(chosen)}
     return Selection(chosen, work, args.budget, features, ablate, config, bool(getattr(args, "dense", False)))
@@ -331,7 +332,8 @@ def run_swebench(args: argparse.Namespace) -> int:
         return 2
     t0 = time.perf_counter()
     results, errors = evaluate(sel.instances, sel.work, sel.budget, sel.features, sel.ablate, dense=sel.dense,
-                               explain=bool(getattr(args, "explain", False)))
+                               explain=bool(getattr(args, "explain", False)),
+                               git_history=bool(getattr(args, "git_history", False)))
     return finish(args, sel, results, errors, time.perf_counter() - t0)
 
 

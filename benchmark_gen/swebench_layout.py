@@ -119,10 +119,27 @@ class TreeLayout:
     is redone from the files on disk next time (every file rewritten, strays deleted).
     """
 
-    def __init__(self, mirror: Path, tree: Path, manifest: Path) -> None:
+    def __init__(self, mirror: Path, tree: Path, manifest: Path, gitdir: Path | None = None) -> None:
         self.mirror = mirror
         self.tree = tree
         self.manifest = manifest
+        self.gitdir = gitdir  # set: the tree is a git work tree whose HEAD is the laid-out commit
+
+    def _link_history(self, commit: str) -> None:
+        """Make the tree a git work tree at `commit`, as a user's checkout is: `tree/.git` names a private
+        git directory that borrows the mirror's objects (alternates) and whose detached HEAD is the
+        commit, so `git log` shows that commit's past and nothing after it. Nothing is copied and the
+        mirror is not written. No index file: git reads the tree's files as they are."""
+        gd = self.gitdir
+        assert gd is not None
+        if not (gd / "HEAD").exists():
+            gd.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["git", "init", "-q", "--bare", str(gd)], check=True, capture_output=True)
+            subprocess.run(["git", f"--git-dir={gd}", "config", "core.bare", "false"], check=True, capture_output=True)
+        (gd / "objects" / "info").mkdir(parents=True, exist_ok=True)
+        (gd / "objects" / "info" / "alternates").write_text(f"{(self.mirror / 'objects').resolve()}\n")
+        (gd / "HEAD").write_text(f"{commit}\n")
+        (self.tree / ".git").write_text(f"gitdir: {gd.resolve()}\n")
 
     def _previous(self) -> dict[str, Entry] | None:
         try:
@@ -135,7 +152,7 @@ class TreeLayout:
         out: list[str] = []
         for dirpath, _dirs, files in os.walk(self.tree):
             rel = Path(dirpath).relative_to(self.tree).as_posix()
-            out.extend(f if rel == "." else f"{rel}/{f}" for f in files)
+            out.extend(f if rel == "." else f"{rel}/{f}" for f in files if not (rel == "." and f == ".git"))
         return out
 
     def checkout(self, commit: str) -> LayoutReport:
@@ -166,6 +183,8 @@ class TreeLayout:
         rep.entries = entries
         rep.written.sort()
         rep.missing.sort()
+        if self.gitdir is not None:
+            self._link_history(commit)
         self.manifest.write_text(json.dumps({"commit": commit, "entries": entries}, sort_keys=True))
         return rep
 

@@ -434,6 +434,23 @@ def test_layout_is_incremental_and_skips_missing_blobs(lane: dict[str, Any], tmp
     assert on_disk == sorted(p for p in FILES_V1 if p != "data/prices.csv")
 
 
+def test_layout_with_git_history_is_a_work_tree_at_the_base_commit(lane: dict[str, Any], tmp_path: Path) -> None:
+    c1, c2, c3 = lane["commits"]
+    mirror = lane["mirror"]
+    before = sorted(str(p.relative_to(mirror)) for p in mirror.rglob("*"))
+    tree = tmp_path / "tree"
+    lay = TreeLayout(mirror, tree, tmp_path / "layout.json", tmp_path / "git")
+    lay.checkout(c2)
+    assert _git(tree, "rev-parse", "--is-inside-work-tree", "HEAD").split() == ["true", c2]
+    assert _git(tree, "log", "--format=%H").split() == [c2, c1]  # the past of the base commit, nothing after it
+    rep = lay.checkout(c3)
+    assert _git(tree, "log", "--format=%H").split() == [c3, c2, c1]
+    assert ".git" not in rep.deleted and rep.written == ["shop/pricing/money.py"]
+    back = TreeLayout(mirror, tree, tmp_path / "layout.json", tmp_path / "git").checkout(c1)
+    assert ".git" not in back.deleted and _git(tree, "rev-parse", "HEAD") == c1
+    assert sorted(str(p.relative_to(mirror)) for p in mirror.rglob("*")) == before  # the mirror is not written
+
+
 # -- depends on the retrieval work in progress (ctx_lsp/retrieval): may fail until it lands ----------
 @pytest.mark.parametrize("instance_id", ["acme__shop-205", "acme__shop-150", "acme__shop-101"])
 def test_retrieval_dependent_engine_ranks_gold_file_first(lane: dict[str, Any], capsys: pytest.CaptureFixture[str],
