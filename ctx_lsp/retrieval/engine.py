@@ -17,14 +17,7 @@ from ctx_lsp.index.facts import FileFacts, is_test_path, split_lines, unpack_rec
 from ctx_lsp.index.model import NodeKind
 from ctx_lsp.retrieval.evidence import TaskEvidence, cap_text, extract_evidence
 from ctx_lsp.retrieval.expand import edges_for, expand
-from ctx_lsp.retrieval.files import (
-    WEIGHTS,
-    FileLexicalIndex,
-    add_features,
-    file_features,
-    rank_files,
-    scope_prior,
-)
+from ctx_lsp.retrieval.files import FileLexicalIndex, add_features, file_features, rank_files, scope_prior
 from ctx_lsp.retrieval.generators import Query, default_generators
 from ctx_lsp.retrieval.lexical import LexicalIndex
 from ctx_lsp.retrieval.literals import LiteralIndex
@@ -35,7 +28,6 @@ from ctx_lsp.retrieval.score import Candidate, Candidates
 from ctx_lsp.retrieval.seeds import history_seeds, test_seeds
 from ctx_lsp.retrieval.symbols import rank_symbols
 from ctx_lsp.retrieval.text import split_identifier
-from ctx_lsp.sources.cochange import CoChange
 
 if TYPE_CHECKING:
     from ctx_lsp.engine import Engine
@@ -76,7 +68,6 @@ class Retriever:
         self.dense, self.dense_error = make_dense(self, getattr(engine, "dense_options", None))
         self._folders: dict[str, list[str]] = {}
         self._folders_rev = -1
-        self._cochange: CoChange | None = None  # git history, read on the first task that asks
         self._project: tuple[object, frozenset[str]] = (None, frozenset())
         self._dirty: set[str] | None = None  # None = build everything on first use
         self._applied: dict[str, str] = {}  # path -> digest of the facts the lexical indexes hold
@@ -434,8 +425,7 @@ class Retriever:
                 for other in self._files_in(parent):
                     if other != f["path"]:
                         folder[other] = max(folder.get(other, 0.0), w)
-            add_features(feats, {"imports-near-top": near, "folder-of-top": folder,
-                                 "cochange-of-top": self._cochange_of(files[:NEAR_TOP])})
+            add_features(feats, {"imports-near-top": near, "folder-of-top": folder})
             files = rank_files(feats, file_prior, top=FILE_TOP)  # the features once, scored twice
         rel = {f["path"]: f["score"] / (files[0]["score"] or 1.0) for f in files}
         if q.explain:
@@ -464,20 +454,6 @@ class Retriever:
                 ranked.append(c)
         ranked.sort(key=lambda c: (-c.score, c.hops, c.node_id))
         return ranked
-
-    def _cochange_of(self, leading: list[dict[str, Any]]) -> dict[str, float]:
-        """Files that earlier commits changed together with the leading files (the i-th weighs 1 / (1 + i))."""
-        if not WEIGHTS.get("cochange-of-top"):
-            return {}  # off: no git process
-        if self._cochange is None:
-            self._cochange = CoChange(str(self.engine.index.root))
-        out: dict[str, float] = {}
-        for i, f in enumerate(leading):
-            w = 1.0 / (1 + i)
-            for other, v in self._cochange.partners(f["path"]).items():
-                if other in self.engine.index.facts:
-                    out[other] = max(out.get(other, 0.0), w * v)
-        return out
 
     def _files_in(self, folder: str) -> list[str]:
         if self._folders_rev != self.engine.graph.revision:

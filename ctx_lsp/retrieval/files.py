@@ -221,7 +221,6 @@ WEIGHTS: dict[str, float] = {
     "other": 0.25,
     "imports-near-top": 0.1,
     "folder-of-top": 0.5,
-    "cochange-of-top": 0.0,  # files earlier commits changed with the leading ones (sources/cochange.py)
     "dense": 0.0,  # dense seeds: the dense file score below carries them
     "dense-file": 1.0,  # the optional dense generator (retrieval/dense.py): exp((cos - best) / T)
 }
