@@ -288,6 +288,7 @@ class Selection:
     ablate: list[str]
     config: dict[str, Any]
     dense: bool = False  # --dense: also the rows of DENSE_ROWS
+    git_history: bool = False  # --git-history: trees are git work trees at their base commit
 
 
 def selection(args: argparse.Namespace, prog: str = "swebench") -> Selection | None:
@@ -314,7 +315,8 @@ def selection(args: argparse.Namespace, prog: str = "swebench") -> Selection | N
               "dense": bool(args.dense), "git_history": bool(getattr(args, "git_history", False)),
               "ids": sorted(ids) if ids else None, "repos": sorted(repos) if repos else None,
               "ablate": ablate, "selected": len(chosen)}
-    return Selection(chosen, work, args.budget, features, ablate, config, bool(getattr(args, "dense", False)))
+    return Selection(chosen, work, args.budget, features, ablate, config, bool(getattr(args, "dense", False)),
+                     config["git_history"])
 
 
 def finish(args: argparse.Namespace, sel: Selection, results: list[dict[str, Any]], errors: list[dict[str, Any]],
@@ -332,8 +334,7 @@ def run_swebench(args: argparse.Namespace) -> int:
         return 2
     t0 = time.perf_counter()
     results, errors = evaluate(sel.instances, sel.work, sel.budget, sel.features, sel.ablate, dense=sel.dense,
-                               explain=bool(getattr(args, "explain", False)),
-                               git_history=bool(getattr(args, "git_history", False)))
+                               explain=bool(getattr(args, "explain", False)), git_history=sel.git_history)
     return finish(args, sel, results, errors, time.perf_counter() - t0)
 
 

@@ -125,18 +125,15 @@ class TreeLayout:
         self.manifest = manifest
         self.gitdir = gitdir  # set: the tree is a git work tree whose HEAD is the laid-out commit
 
-    def _link_history(self, commit: str) -> None:
+    def _link_history(self, gd: Path, commit: str) -> None:
         """Make the tree a git work tree at `commit`, as a user's checkout is: `tree/.git` names a private
-        git directory that borrows the mirror's objects (alternates) and whose detached HEAD is the
+        git directory `gd` that borrows the mirror's objects (alternates) and whose detached HEAD is the
         commit, so `git log` shows that commit's past and nothing after it. Nothing is copied and the
         mirror is not written. No index file: git reads the tree's files as they are."""
-        gd = self.gitdir
-        assert gd is not None
         if not (gd / "HEAD").exists():
             gd.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["git", "init", "-q", "--bare", str(gd)], check=True, capture_output=True)
-            subprocess.run(["git", f"--git-dir={gd}", "config", "core.bare", "false"], check=True, capture_output=True)
-        (gd / "objects" / "info").mkdir(parents=True, exist_ok=True)
+            _git(gd, "init", "-q", "--bare")
+            _git(gd, "config", "core.bare", "false")
         (gd / "objects" / "info" / "alternates").write_text(f"{(self.mirror / 'objects').resolve()}\n")
         (gd / "HEAD").write_text(f"{commit}\n")
         (self.tree / ".git").write_text(f"gitdir: {gd.resolve()}\n")
@@ -184,7 +181,7 @@ class TreeLayout:
         rep.written.sort()
         rep.missing.sort()
         if self.gitdir is not None:
-            self._link_history(commit)
+            self._link_history(self.gitdir, commit)
         self.manifest.write_text(json.dumps({"commit": commit, "entries": entries}, sort_keys=True))
         return rep
 
