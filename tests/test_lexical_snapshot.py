@@ -144,3 +144,57 @@ def test_a_process_without_the_retriever_writes_the_snapshot_back_and_it_stays_c
     got = _state(e)
     assert e.retriever.lexical_loaded
     assert got == _scratch(root, tmp_path, "scratch")
+
+
+RARE = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima")
+
+
+def _rare_module(rng: random.Random, i: int, size: int = 1) -> str:
+    # a few words per chunk from a larger vocabulary, so no query term is in a fifth of all chunks
+    out = []
+    for j in range(size * rng.randint(1, 3)):
+        a, b = rng.sample(RARE, 2)
+        body = " ".join(rng.sample(RARE, rng.randint(1, 4)))
+        out.append(f"def {a}_{b}_{i}_{j}():\n    return '{body} {rng.choice(WORDS)}'\n")
+    return "\n".join(out)
+
+
+def test_scores_after_edits_in_a_process_that_already_queried_equal_a_scratch_build(tmp_path: Path) -> None:
+    # the searches keep BM25's length normalisation between queries: an edit must drop it
+    rng = random.Random(13)
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    files = {f"pkg/m{i}.py": _rare_module(rng, i) for i in range(30)} | {"pkg/__init__.py": ""}
+    write_tree(root, files)
+    e = Engine(root, cache_dir=cache)
+    e.open()
+    queries = ["alpha bravo golf", "kilo lima echo delta", "india hotel juliet parse"]
+    before = [e.retriever.lexical.search(q, top=50) for q in queries]
+    assert all(before), "the chunk searches must score something for the test to mean anything"
+    _state(e)
+    grown = _rare_module(rng, 960, size=6)  # longer: every chunk's and file's normalisation moves
+    e.index.update_file("pkg/m0.py", grown)
+    (root / "pkg/m0.py").write_text(grown)
+    e.index.remove_file("pkg/m1.py")
+    (root / "pkg/m1.py").unlink()
+    got = _state(e)
+    after = [e.retriever.lexical.search(q, top=50) for q in queries]
+    scratch = Engine(root, cache_dir=tmp_path / "scratch")
+    scratch.open()
+    assert after == [scratch.retriever.lexical.search(q, top=50) for q in queries]
+    assert got == _state(scratch)
+
+
+def test_the_scope_prior_follows_packages_added_after_a_query(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    write_tree(root, {"pkg/__init__.py": "", "pkg/core.py": "def run():\n    return 1\n",
+                      "loose/helper.py": "def helper():\n    return 2\n"})
+    e = Engine(root, cache_dir=tmp_path / "cache")
+    e.open()
+    from ctx_lsp.retrieval.files import PERIPHERAL, scope_prior
+
+    memo = e.retriever._scope_memo
+    assert scope_prior(e.index.ws, lambda p: False, memo)("loose/helper.py") == PERIPHERAL
+    e.index.update_file("loose/__init__.py", "")
+    (root / "loose/__init__.py").write_text("")
+    e.retriever.sync()
+    assert scope_prior(e.index.ws, lambda p: False, memo)("loose/helper.py") == 1.0

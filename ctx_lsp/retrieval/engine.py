@@ -17,7 +17,14 @@ from ctx_lsp.index.facts import FileFacts, is_test_path, split_lines, unpack_rec
 from ctx_lsp.index.model import NodeKind
 from ctx_lsp.retrieval.evidence import TaskEvidence, cap_text, extract_evidence
 from ctx_lsp.retrieval.expand import edges_for, expand
-from ctx_lsp.retrieval.files import FileLexicalIndex, add_features, file_features, rank_files, scope_prior
+from ctx_lsp.retrieval.files import (
+    FileLexicalIndex,
+    ScopeMemo,
+    add_features,
+    file_features,
+    rank_files,
+    scope_prior,
+)
 from ctx_lsp.retrieval.generators import Query, default_generators
 from ctx_lsp.retrieval.lexical import LexicalIndex
 from ctx_lsp.retrieval.literals import LiteralIndex
@@ -60,6 +67,7 @@ class Retriever:
         self.engine = engine
         self.lexical = LexicalIndex()
         self.file_lexical = FileLexicalIndex()
+        self._scope_memo = ScopeMemo()
         self._literals: LiteralIndex | None = None  # built on the first task that quotes a message
         self.generators = default_generators()
         from ctx_lsp.retrieval.dense import make_dense
@@ -379,11 +387,16 @@ class Retriever:
     def _rank_files(self, q: Query, ranked: list[Candidate]) -> tuple[list[Candidate], list[dict[str, Any]]]:
         """Rank files (files.py) and order the candidates by their file's rank, so items follow it."""
         named = _named_paths(q)
-        scope = scope_prior(self.engine.index.ws, named) if "scope" in q.features else _no_prior
+        scope = scope_prior(self.engine.index.ws, named, self._scope_memo) if "scope" in q.features else _no_prior
         test_prior = self.prior(q.plan, q.features)
 
+        seen: dict[str, float] = {}  # both passes of rank_files ask for the same thousand files
+
         def file_prior(p: str) -> float:
-            return scope(p) * test_prior(p)
+            v = seen.get(p)
+            if v is None:
+                v = seen[p] = scope(p) * test_prior(p)
+            return v
 
         extra: dict[str, dict[str, float]] = {}
         lexical: list[tuple[str, float]] = []

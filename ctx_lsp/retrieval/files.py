@@ -9,6 +9,7 @@ scripts and vendored copies unless the task names them (`scope_prior`).
 
 from __future__ import annotations
 
+import heapq
 import keyword
 import math
 import re
@@ -43,8 +44,10 @@ class FileLexicalIndex:
         self.total = 0
         self.path_terms: dict[str, dict[str, float]] = {}  # path -> its words (file name words weigh 1, folders 0.5)
         self.path_postings: dict[str, set[str]] = {}
+        self._norm: dict[str, float] | None = None  # see _norms; None once the index changes
 
     def set_file(self, facts: FileFacts | None, path: str) -> None:
+        self._norm = None
         for w in self.path_terms.pop(path, {}):
             holders = self.path_postings.get(w)
             if holders is not None:
@@ -79,20 +82,31 @@ class FileLexicalIndex:
     def load(self, snap: dict[str, Any], facts: Mapping[str, FileFacts], same: set[str], stale: set[str]) -> None:
         """Start an empty index from `snap` (see LexicalIndex.load). The files' term counts are not
         read: the postings hold them, and the snapshot each file's length."""
+        self._norm = None
         words, lengths = snap["path_terms"], snap["lengths"]
         for p in sorted(same):
             if p in lengths:
                 self._add(facts[p], p, words[p], int(lengths[p]))
         self.postings.load(snap["postings"], stale, lambda p: p)
 
+    def _norms(self) -> dict[str, float]:
+        """Per file, BM25's length normalisation `K1 * (1 - B + B * length / avgdl)`, kept until the
+        index changes (a query reads it for every holder of every term)."""
+        if self._norm is None:
+            avgdl = self.total / len(self.length)
+            self._norm = {p: K1 * (1 - B + B * n / avgdl) for p, n in self.length.items()}
+        return self._norm
+
     def search(self, query: str, keep: Callable[[str], bool] | None = None, top: int = 50) -> list[tuple[str, float]]:
         q = Counter(terms(query))
         n = len(self.length)
         if not q or not n:
             return []
-        avgdl = self.total / n
+        norm = self._norms()
         mean_idf = math.log(2)  # rank-bm25 floors negative idf at EPSILON * the mean idf; approximated
+        k1p1 = K1 + 1
         scores: dict[str, float] = {}
+        get = scores.get
         for term, mult in sorted(q.items()):
             holders = self.postings.get(term)
             if not holders:
@@ -102,11 +116,9 @@ class FileLexicalIndex:
             if idf <= 0:
                 idf = EPSILON * mean_idf
             for p, f in holders.items():
-                s = idf * f * (K1 + 1) / (f + K1 * (1 - B + B * self.length[p] / avgdl))
-                scores[p] = scores.get(p, 0.0) + s * mult
-        ranked = sorted(((p, s) for p, s in scores.items() if keep is None or keep(p)), key=lambda kv: (-kv[1], kv[0]))
-        return ranked[:top]
-
+                scores[p] = get(p, 0.0) + idf * f * k1p1 / (f + norm[p]) * mult
+        hits = scores.items() if keep is None else ((p, s) for p, s in scores.items() if keep(p))
+        return heapq.nsmallest(top, hits, key=_best_first)
 
     def identifier_matches(self, query: str, keep: Callable[[str], bool] | None = None) -> dict[str, float]:
         """Files holding the task's compound identifiers (`autodoc_typehints`, `getDefaultColumns`) as
@@ -141,6 +153,10 @@ class FileLexicalIndex:
         return scores
 
 
+def _best_first(hit: tuple[str, float]) -> tuple[float, str]:
+    return -hit[1], hit[0]
+
+
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _GENERIC_PATH = frozenset({"init", "__init__", "py", "src", "lib", "core", "base", "util", "utils", "main"})
 
@@ -158,28 +174,43 @@ def path_words(path: str) -> dict[str, float]:
     return out
 
 
-def scope_prior(ws: Workspace, named: Callable[[str], bool]) -> Callable[[str], float]:
+class ScopeMemo:
+    """The scope of each path without the task's names, kept while the workspace's packages stay the
+    same set (the index replaces the set when they change): a long task reaches a thousand files."""
+
+    def __init__(self) -> None:
+        self._packaged: set[str] | None = None
+        self._values: dict[str, float] = {}
+
+    def values(self, packaged: set[str]) -> dict[str, float]:
+        if packaged is not self._packaged:
+            self._packaged, self._values = packaged, {}
+        return self._values
+
+
+def scope_prior(ws: Workspace, named: Callable[[str], bool], memo: ScopeMemo | None = None) -> Callable[[str], float]:
     """Importable package code 1.0; scripts, examples, docs, benchmarks, build files, files no import
     can name and files outside any package PERIPHERAL; vendored copies VENDORED; unless `named(path)`
     (the task names it)."""
     packaged = ws.package_dirs
-    cache: dict[str, float] = {}
+    base = (memo or ScopeMemo()).values(packaged)
 
     def prior(path: str) -> float:
-        hit = cache.get(path)
-        if hit is not None:
-            return hit
-        value = 1.0
-        if not named(path):
-            if _PERIPHERAL_DIRS.search(path) or _SCRIPTS.search(path) or not _importable_name(path) or (
-                    not _in_package(path, packaged) and not is_test_path(path)):
-                value = PERIPHERAL
-            elif _VENDORED_DIRS.search(path):
-                value = VENDORED
-        cache[path] = value
-        return value
+        value = base.get(path)
+        if value is None:
+            value = base[path] = _scope(path, packaged)
+        return value if value == 1.0 or not named(path) else 1.0
 
     return prior
+
+
+def _scope(path: str, packaged: set[str]) -> float:
+    if _PERIPHERAL_DIRS.search(path) or _SCRIPTS.search(path) or not _importable_name(path) or (
+            not _in_package(path, packaged) and not is_test_path(path)):
+        return PERIPHERAL
+    if _VENDORED_DIRS.search(path):
+        return VENDORED
+    return 1.0
 
 
 def _importable_name(path: str) -> bool:
@@ -285,16 +316,19 @@ def rank_files(feats: dict[str, dict[str, float]], prior: Callable[[str], float]
     """Files, best first: the weighted sum of a file's evidence classes (file_features), times the
     file's scope prior. Each class's contribution is a reason. Deterministic (ties by path)."""
     w = weights or WEIGHTS
-    out: list[dict[str, Any]] = []
+    # score every file, explain only the `top` kept: a long task reaches a thousand files
+    scored: list[tuple[float, str]] = []
     for path, f in feats.items():
-        parts = [(cls, v, w.get(cls, 0.0) * v) for cls, v in sorted(f.items()) if not cls.startswith("_")]
-        score = sum(x for _, _, x in parts)
+        score = sum(w.get(cls, 0.0) * v for cls, v in sorted(f.items()) if not cls.startswith("_"))
+        scored.append((-round(score * prior(path), 4), path))
+    out: list[dict[str, Any]] = []
+    for neg, path in heapq.nsmallest(top, scored):
+        parts = [(cls, v, w.get(cls, 0.0) * v) for cls, v in sorted(feats[path].items()) if not cls.startswith("_")]
         reasons: list[dict[str, Any]] = [{"via": cls, "value": round(v, 4), "weight": round(x, 4)}
                                          for cls, v, x in parts]
         p = prior(path)
         if p != 1.0:
             reasons.append({"via": "scope-prior", "weight": p})
         reasons.sort(key=lambda r: -float(r["weight"]))
-        out.append({"path": path, "score": round(score * p, 4), "reasons": reasons})
-    out.sort(key=lambda d: (-float(d["score"]), str(d["path"])))
-    return out[:top]
+        out.append({"path": path, "score": -neg, "reasons": reasons})
+    return out

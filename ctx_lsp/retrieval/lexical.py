@@ -9,6 +9,7 @@ one file. The benchmark baselines use rank-bm25 itself.
 
 from __future__ import annotations
 
+import heapq
 import math
 from array import array
 from collections import Counter
@@ -49,6 +50,7 @@ class LexicalIndex:
         self._files: dict[str, bytes] = {}  # path -> the packed chunk terms indexed for it
         self._counts: dict[str, tuple[int, int]] = {}  # path -> (its chunks, their total length)
         self._decoded: dict[str, list[Chunk]] = {}
+        self._norm: dict[str, float] = {}  # chunk id -> BM25's length normalisation; emptied when the index changes
 
     def _file_chunks(self, path: str) -> list[Chunk]:
         got = self._decoded.get(path)
@@ -60,6 +62,7 @@ class LexicalIndex:
         return got
 
     def set_file(self, facts: FileFacts | None, path: str) -> None:
+        self._norm.clear()
         if path in self._files:
             for ch in self._file_chunks(path):
                 del self.length[ch.node_id]
@@ -95,6 +98,7 @@ class LexicalIndex:
         """Start an empty index from `snap`: `same` are the files it describes as they are now
         (their chunks are read from `facts`), `stale` those it describes in another version or that
         are gone; the caller then sets the stale and the new files."""
+        self._norm.clear()
         counts = snap["counts"]
         self.n, self.total_len = int(snap["n"]), int(snap["total"])
         for p in stale:
@@ -129,6 +133,10 @@ class LexicalIndex:
         avgdl = self.total_len / n if n else 1.0
         qtf = Counter(q)
         scores: dict[str, float] = {}
+        get = scores.get
+        norm = self._norm
+        length = self.length
+        k1p1 = K1 + 1
         # rarest terms first; a very common term then only adds to documents already found, which
         # keeps a query over a large workspace to the documents that matter
         ordered = sorted(qtf.items(), key=lambda kv: (len(self.postings.get(kv[0]) or ()), kv[0]))
@@ -142,13 +150,13 @@ class LexicalIndex:
             idf = self.idf(term)
             if len(posting) > COMMON_POSTINGS and scores:
                 ids = scores.keys() & posting.keys()  # a set operation: long task texts have many common terms
-            length = self.length
             for node_id in ids:
                 f = posting[node_id]
-                s = idf * f * (K1 + 1) / (f + K1 * (1 - B + B * length[node_id] / avgdl))
-                scores[node_id] = scores.get(node_id, 0.0) + s * mult
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-        return ranked[:top]
+                nv = norm.get(node_id)
+                if nv is None:  # BM25's length normalisation, kept per chunk until the index changes
+                    nv = norm[node_id] = K1 * (1 - B + B * length[node_id] / avgdl)
+                scores[node_id] = get(node_id, 0.0) + idf * f * k1p1 / (f + nv) * mult
+        return heapq.nsmallest(top, scores.items(), key=_best_first)
 
     def best_chunks(self, query: str, path: str, n: int = 3) -> list[str]:
         """The chunks of one file that score best for a query, best first (symbols only: the file's
@@ -165,16 +173,24 @@ class LexicalIndex:
         total = self.n
         avgdl = self.total_len / total if total else 1.0
         idf = {t: self.idf(t) for t in q}
+        order = {t: i for i, t in enumerate(q)}  # sum in the query's term order, whatever the chunk's
         out: dict[str, float] = {}
         for ch in chunks:
             node_id = ch.node_id
             if node_id == path:
                 continue
+            common = ch.tf.keys() & order.keys()
+            if not common:
+                continue
             s = 0.0
-            for term, mult in q.items():
-                f = ch.tf.get(term)
+            for term in sorted(common, key=order.__getitem__):
+                f = ch.tf[term]
                 if f:
-                    s += mult * idf[term] * f * (K1 + 1) / (f + K1 * (1 - B + B * ch.length / avgdl))
+                    s += q[term] * idf[term] * f * (K1 + 1) / (f + K1 * (1 - B + B * ch.length / avgdl))
             if s > 0:
                 out[node_id] = s
         return out
+
+
+def _best_first(hit: tuple[str, float]) -> tuple[float, str]:
+    return -hit[1], hit[0]
