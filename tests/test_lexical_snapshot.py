@@ -198,3 +198,13 @@ def test_the_scope_prior_follows_packages_added_after_a_query(tmp_path: Path) ->
     (root / "loose/__init__.py").write_text("")
     e.retriever.sync()
     assert scope_prior(e.index.ws, lambda p: False, memo)("loose/helper.py") == 1.0
+
+
+def test_top_hits_equals_a_full_sort_with_ties_by_id() -> None:
+    from ctx_lsp.retrieval.lexical import top_hits
+
+    rng = random.Random(17)
+    for _ in range(200):
+        scores = {f"id{rng.randint(0, 500)}": float(rng.choice([0.5, 1.0, 1.5, rng.random()])) for _ in range(rng.randint(0, 60))}
+        top = rng.randint(0, 70)
+        assert top_hits(scores, top) == sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:top]

@@ -13,13 +13,13 @@ import heapq
 import keyword
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ctx_lsp.index.facts import FileFacts, is_test_path
 from ctx_lsp.index.modules import Workspace
-from ctx_lsp.retrieval.lexical import EPSILON, K1, B
+from ctx_lsp.retrieval.lexical import EPSILON, K1, B, top_hits
 from ctx_lsp.retrieval.postings import Postings
 from ctx_lsp.retrieval.score import Candidate
 from ctx_lsp.retrieval.text import split_identifier, stem, terms
@@ -105,8 +105,7 @@ class FileLexicalIndex:
         norm = self._norms()
         mean_idf = math.log(2)  # rank-bm25 floors negative idf at EPSILON * the mean idf; approximated
         k1p1 = K1 + 1
-        scores: dict[str, float] = {}
-        get = scores.get
+        scores: defaultdict[str, float] = defaultdict(float)
         for term, mult in sorted(q.items()):
             holders = self.postings.get(term)
             if not holders:
@@ -116,9 +115,8 @@ class FileLexicalIndex:
             if idf <= 0:
                 idf = EPSILON * mean_idf
             for p, f in holders.items():
-                scores[p] = get(p, 0.0) + idf * f * k1p1 / (f + norm[p]) * mult
-        hits = scores.items() if keep is None else ((p, s) for p, s in scores.items() if keep(p))
-        return heapq.nsmallest(top, hits, key=_best_first)
+                scores[p] += idf * f * k1p1 / (f + norm[p]) * mult
+        return top_hits(scores if keep is None else {p: s for p, s in scores.items() if keep(p)}, top)
 
     def identifier_matches(self, query: str, keep: Callable[[str], bool] | None = None) -> dict[str, float]:
         """Files holding the task's compound identifiers (`autodoc_typehints`, `getDefaultColumns`) as
@@ -151,10 +149,6 @@ class FileLexicalIndex:
                 if keep is None or keep(p):
                     scores[p] = scores.get(p, 0.0) + idf * self.path_terms[p][w]
         return scores
-
-
-def _best_first(hit: tuple[str, float]) -> tuple[float, str]:
-    return -hit[1], hit[0]
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

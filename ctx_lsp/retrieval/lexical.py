@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -132,8 +132,7 @@ class LexicalIndex:
         n = self.n
         avgdl = self.total_len / n if n else 1.0
         qtf = Counter(q)
-        scores: dict[str, float] = {}
-        get = scores.get
+        scores: defaultdict[str, float] = defaultdict(float)
         norm = self._norm
         length = self.length
         k1p1 = K1 + 1
@@ -152,11 +151,12 @@ class LexicalIndex:
                 ids = scores.keys() & posting.keys()  # a set operation: long task texts have many common terms
             for node_id in ids:
                 f = posting[node_id]
-                nv = norm.get(node_id)
-                if nv is None:  # BM25's length normalisation, kept per chunk until the index changes
+                try:
+                    nv = norm[node_id]
+                except KeyError:  # BM25's length normalisation, kept per chunk until the index changes
                     nv = norm[node_id] = K1 * (1 - B + B * length[node_id] / avgdl)
-                scores[node_id] = get(node_id, 0.0) + idf * f * k1p1 / (f + nv) * mult
-        return heapq.nsmallest(top, scores.items(), key=_best_first)
+                scores[node_id] += idf * f * k1p1 / (f + nv) * mult
+        return top_hits(scores, top)
 
     def best_chunks(self, query: str, path: str, n: int = 3) -> list[str]:
         """The chunks of one file that score best for a query, best first (symbols only: the file's
@@ -190,6 +190,18 @@ class LexicalIndex:
             if s > 0:
                 out[node_id] = s
         return out
+
+
+def top_hits(scores: dict[str, float], top: int) -> list[tuple[str, float]]:
+    """The `top` best (id, score) pairs, best first, ties by id: `sorted(...)[:top]`, without sorting
+    or keying every hit (the top-th score is found first; only hits at or above it are sorted)."""
+    if len(scores) > top > 0:
+        floor = heapq.nlargest(top, scores.values())[-1]
+        kept = [(k, v) for k, v in scores.items() if v >= floor]
+    else:
+        kept = list(scores.items())
+    kept.sort(key=_best_first)
+    return kept[:top] if top > 0 else []
 
 
 def _best_first(hit: tuple[str, float]) -> tuple[float, str]:
