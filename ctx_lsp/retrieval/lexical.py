@@ -161,8 +161,7 @@ class LexicalIndex:
     def best_chunks(self, query: str, path: str, n: int = 3) -> list[str]:
         """The chunks of one file that score best for a query, best first (symbols only: the file's
         own chunk is its module text)."""
-        scored = sorted(self.chunk_scores(query, path).items(), key=lambda kv: (-kv[1], kv[0]))
-        return [nid for nid, _ in scored[:n]]
+        return [nid for nid, _ in top_hits(self.chunk_scores(query, path), n)]
 
     def chunk_scores(self, query: str, path: str) -> dict[str, float]:
         """BM25 of each symbol chunk of one file that shares a term with the query (not the module chunk)."""
@@ -185,8 +184,7 @@ class LexicalIndex:
             s = 0.0
             for term in sorted(common, key=order.__getitem__):
                 f = ch.tf[term]
-                if f:
-                    s += q[term] * idf[term] * f * (K1 + 1) / (f + K1 * (1 - B + B * ch.length / avgdl))
+                s += q[term] * idf[term] * f * (K1 + 1) / (f + K1 * (1 - B + B * ch.length / avgdl))
             if s > 0:
                 out[node_id] = s
         return out
@@ -195,13 +193,15 @@ class LexicalIndex:
 def top_hits(scores: dict[str, float], top: int) -> list[tuple[str, float]]:
     """The `top` best (id, score) pairs, best first, ties by id: `sorted(...)[:top]`, without sorting
     or keying every hit (the top-th score is found first; only hits at or above it are sorted)."""
-    if len(scores) > top > 0:
+    if top <= 0:
+        return []
+    if len(scores) > top:
         floor = heapq.nlargest(top, scores.values())[-1]
         kept = [(k, v) for k, v in scores.items() if v >= floor]
     else:
         kept = list(scores.items())
     kept.sort(key=_best_first)
-    return kept[:top] if top > 0 else []
+    return kept[:top]
 
 
 def _best_first(hit: tuple[str, float]) -> tuple[float, str]:
