@@ -63,10 +63,18 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
         visitor = _Visitor(facts, lines)
         visitor.run(tree)
         facts.flows = flow_facts(tree, visitor.col)
+        if not facts.errors:
+            facts.tops = statement_starts(tree)
     facts.words = " ".join([_path_words(path), facts.words])[: MAX_WORDS * 8]
     facts.terms = _file_terms(text)
     facts.chunk_terms = chunk_term_counts(facts)
     return facts
+
+
+def statement_starts(tree: ast.Module) -> list[tuple[int, int]]:
+    """(first, last) line of each top-level statement, a decorated def's from its first decorator."""
+    return [(min([d.lineno for d in getattr(s, "decorator_list", ())] + [s.lineno]), s.end_lineno or s.lineno)
+            for s in tree.body]
 
 
 def _file_terms(text: str) -> dict[str, int]:
@@ -74,7 +82,8 @@ def _file_terms(text: str) -> dict[str, int]:
         term_counts,  # the one tokenizer of lexical search (no cycle: text imports nothing here)
     )
 
-    return dict(term_counts(text))
+    # sorted: the counts of an edited file spliced from its parts (splice.py) are the same dict in the same order
+    return dict(sorted(term_counts(text).items()))
 
 
 _LITERAL_WORTH = re.compile(r"\s|^(?:[a-z_]+\.)?[A-Z]{1,2}\d{3,4}$|^-{0,2}[a-z][a-z0-9]*(?:[-_][a-z0-9]+)+$")
@@ -123,6 +132,7 @@ class _Visitor:
         self.guard: list[str] = []
         self.declared_global: set[str] = set()
         self.docstring: ast.AST | None = None  # the bare string statement being visited: not a literal
+        self.attempts: set[str] = set()  # top-level names the statement being visited defines or redefines
 
     # -- helpers -------------------------------------------------------------------------
     def col(self, line: int, byte_col: int) -> int:
@@ -165,13 +175,21 @@ class _Visitor:
     # -- entry ---------------------------------------------------------------------------
     def run(self, tree: ast.Module) -> None:
         self.facts.doc = _first_doc_line(tree)
+        binds: dict[str, int] = {}
         for stmt in tree.body:
+            self.attempts = set()
             try:
                 self.stmt(stmt)
             except RecursionError:  # one statement nested too deeply for this walk: keep the others
                 self.facts.errors.append(f"line {stmt.lineno}: nested too deeply; facts of this statement are partial")
                 self._back_to_module()
+            for name in self.attempts:
+                binds[name] = binds.get(name, 0) + 1
+        self.facts.binds = dict(sorted(binds.items()))
         self.facts.words = " ".join(self.words[0] + ([self.facts.doc] if self.facts.doc else []))
+
+    def attempt(self, qual: str) -> None:
+        self.attempts.add(qual.partition(".")[0])
 
     def _back_to_module(self) -> None:
         """The scope state of module level, after a walk was abandoned somewhere inside a statement."""
@@ -328,6 +346,7 @@ class _Visitor:
                 self.bind_local(name)
             else:
                 qual = f"{self.qual()}.{name}" if self.scope else name
+                self.attempt(qual)
                 if qual in self.defs_by_qual:
                     return  # first definition wins; keeps ids unique
                 end = getattr(node, "end_lineno", None) or node.lineno
@@ -444,6 +463,7 @@ class _Visitor:
             doc=_first_doc_line(node), decorators=decorators, returns=type_chain(node.returns),
             call_returns=callable_result(node.returns),
         )
+        self.attempt(qual)
         old = self.defs_by_qual.get(qual)
         if old is not None and old.kind == kind and any(c[-1] == "overload" for c in old.decorators) \
                 and not any(c[-1] == "overload" for c in decorators):
@@ -531,6 +551,7 @@ class _Visitor:
             signature=_signature(self.lines, node.lineno, max(header_end, node.lineno)),
             doc=_first_doc_line(node), bases=bases, decorators=decorators,
         )
+        self.attempt(qual)
         shadow = qual in self.defs_by_qual
         if not shadow:
             self.defs_by_qual[qual] = d

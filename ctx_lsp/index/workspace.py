@@ -33,6 +33,7 @@ from ctx_lsp.index.model import Edge, EdgeKind, Node, NodeKind
 from ctx_lsp.index.modules import PATH_DEP, Workspace, changed_names, interface_parts, name_dep
 from ctx_lsp.index.previous import SECTION as PREVIOUS_SECTION
 from ctx_lsp.index.previous import PreviousFacts
+from ctx_lsp.index.splice import splice
 from ctx_lsp.index.store import (
     IndexStore,
     binding_from_wire,
@@ -709,7 +710,10 @@ class WorkspaceIndex:
         st = self.state.get(rel)
         if old is not None and old.digest == digest and st is not None and st.overlay == overlay:
             return 0
-        facts, reason = _extract_guarded(rel, text, digest)
+        facts = self._splice(rel, old, text, digest) if old is not None and old.digest != digest else None
+        reason = None
+        if facts is None:
+            facts, reason = _extract_guarded(rel, text, digest)
         if facts is None:
             return self._skip_file(rel, reason or "skipped")
         self.skipped.pop(rel, None)
@@ -729,6 +733,26 @@ class WorkspaceIndex:
         if old is not None and old.digest == digest:
             return 0
         return self._apply({rel: facts})
+
+    def _splice(self, rel: str, old: FileFacts, text: str, digest: str) -> FileFacts | None:
+        """The new facts spliced from the old ones (index/splice.py), when the text they were made
+        from is at hand: the editor buffer the index last saw, or the disk's bytes if they match."""
+        if not old.tops or old.errors:
+            return None
+        st = self.state.get(rel)
+        before = self.overlay_text.get(rel) if st is not None and st.overlay and st.digest == old.digest else None
+        if before is None:
+            read = read_source(self.root, rel, self.filter.max_bytes)
+            if read.data is None or content_digest(read.data) != old.digest:
+                return None
+            before, decode_error = decode_source(read.data)
+            if decode_error:
+                return None
+        try:
+            return splice(old, before, text, digest)
+        except Exception:  # a splice never costs an edit: extract the whole file instead
+            log.exception("splicing the facts of %s failed; extracting it whole", rel)
+            return None
 
     def remove_file(self, rel: str) -> int:
         if rel not in self.facts:

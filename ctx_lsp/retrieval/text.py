@@ -7,7 +7,7 @@ import threading
 from collections import Counter
 from functools import lru_cache
 
-import snowballstemmer
+import Stemmer  # PyStemmer: the Snowball stemmers compiled; the same stems as snowballstemmer, ~20x faster
 
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -21,7 +21,7 @@ via per within without up down out off again further once both either neither no
 code function functions method methods class classes file files module modules use uses used using make makes
 let please want need needs named called call calls""".split())
 
-_STEMMERS = threading.local()  # a snowball stemmer keeps its word in the object: one per thread
+_STEMMERS = threading.local()  # a stemmer keeps its word in the object: one per thread
 
 
 def split_identifier(name: str) -> list[str]:
@@ -39,7 +39,7 @@ def stem(word: str) -> str:
     """Porter2 (Snowball English) stem of a lower-cased word: "merges" and "merge" meet at "merg"."""
     stemmer = getattr(_STEMMERS, "english", None)
     if stemmer is None:
-        stemmer = _STEMMERS.english = snowballstemmer.stemmer("english")
+        stemmer = _STEMMERS.english = Stemmer.Stemmer("english", 0)  # no cache of its own: stem() has one
     return str(stemmer.stemWord(word.lower()))
 
 

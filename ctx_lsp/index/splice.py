@@ -1,0 +1,243 @@
+"""Re-extracting an edited file from the top-level statements its edit touched.
+
+An editor edit changes a few lines of one function, but extracting a large module again costs its
+whole parse and walks (100-200 ms on sympy's largest files). The facts of a top-level statement depend
+on its own text only, so an edit can re-extract just the statements it touched and keep the others'
+facts, their lines shifted. `splice` does that, or returns None, and the caller extracts the whole
+file; either way the result equals `extract(path, new_text)` field for field (tests/test_splice.py
+checks it on real files).
+
+Where a statement's facts depend on other statements, `splice` declines:
+- a name two top-level statements define (the first definition wins: `FileFacts.binds`);
+- module-level words, the module docstring or `__all__` that the edit changes (whole-file values);
+- a file whose literals reached the cap, or old facts with errors (a repaired parse), or text with
+  `\\r` line ends or `__future__` imports in the edited statements.
+"""
+
+from __future__ import annotations
+
+import ast
+from bisect import bisect_left, bisect_right
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from ctx_lsp.index.chunk_terms import chunk_texts
+from ctx_lsp.index.extract import MAX_LITERALS, _Visitor, statement_starts
+from ctx_lsp.index.facts import (
+    UNPARSABLE,
+    Def,
+    FileFacts,
+    Import,
+    Site,
+    pack_records,
+    split_lines,
+    unpack_records,
+)
+from ctx_lsp.index.flowfacts import flow_facts
+from ctx_lsp.retrieval.text import term_counts
+
+T = TypeVar("T")
+
+
+class _Part:
+    """The facts of lines [first, first + len(lines) - 1] of a file extracted on their own."""
+
+    def __init__(self, facts: FileFacts, module_words: list[str], tops: list[tuple[int, int]]) -> None:
+        self.facts = facts
+        self.module_words = module_words
+        self.tops = tops
+
+
+def _extract_part(path: str, is_test: bool, lines: list[str], first: int, count: int) -> _Part | None:
+    body = "\n".join(lines[first - 1 : first - 1 + count])
+    if "__future__" in body:
+        return None  # legal at the file's start only: the part alone cannot tell
+    try:
+        # padded with empty lines, so every line number is already the file's
+        tree = ast.parse("\n" * (first - 1) + body + "\n", type_comments=False)
+    except UNPARSABLE:
+        return None
+    facts = FileFacts(path=path, digest="", lines=len(lines), is_test_file=is_test)
+    visitor = _Visitor(facts, lines)
+    try:
+        visitor.run(tree)
+        facts.flows = flow_facts(tree, visitor.col)
+    except (RecursionError, MemoryError):
+        return None
+    if facts.errors:
+        return None
+    return _Part(facts, visitor.words[0], statement_starts(tree))
+
+
+def _common_ends(a: list[str], b: list[str]) -> tuple[int, int]:
+    """(lines equal at the start, lines equal at the end, not overlapping the first)."""
+    limit = min(len(a), len(b))
+    p = 0
+    while p < limit and a[p] == b[p]:
+        p += 1
+    s = 0
+    limit -= p
+    while s < limit and a[-1 - s] == b[-1 - s]:
+        s += 1
+    return p, s
+
+
+def _run(items: Sequence[T], line: Callable[[T], int], first: int, last: int) -> tuple[int, int] | None:
+    """[i, j): the items whose line is in [first, last]; None unless those items are contiguous, the
+    ones before them all before `first` and the ones after all after `last` (facts come in statement
+    order, each inside its statement's lines)."""
+    n = len(items)
+    i = 0
+    while i < n and line(items[i]) < first:
+        i += 1
+    j = i
+    while j < n and line(items[j]) <= last:
+        j += 1
+    for k in range(j, n):
+        if line(items[k]) <= last:
+            return None
+    return i, j
+
+
+def _shift_def(d: Def, delta: int) -> Def:
+    return replace(d, start=d.start + delta, end=d.end + delta, line=d.line + delta)
+
+
+def _candidates(spans: list[tuple[int, int]], a: list[str], p: int, lo: int, hi: int) -> list[tuple[int, int]]:
+    """Old line ranges [first, last] to re-extract, narrowest first: the statements the changed lines
+    [lo, hi] touch (or, for an insertion after line p, the inserted lines alone), then whole segments
+    from one statement's start to the next one's (an indented insertion after a statement continues it)."""
+    starts = [sp[0] for sp in spans]
+    n = len(a)
+
+    def holding(line: int) -> tuple[int, int] | None:
+        k = bisect_right(starts, line) - 1
+        return spans[k] if k >= 0 and spans[k][1] >= line else None
+
+    out: list[tuple[int, int]] = []
+    if hi < lo:
+        inside = holding(p) if p >= 1 else None
+        if inside is not None and inside[1] > p:
+            out.append(inside)
+        else:
+            out.append((p + 1, p))
+    else:
+        head, tail = holding(lo), holding(hi)
+        out.append((head[0] if head else lo, tail[1] if tail else hi))
+    # whole segments: from the start of the statement at or before the change to the next start
+    seg_starts = [1, *starts[1:]]
+    k = bisect_right(seg_starts, max(min(lo, hi, n), 1)) - 1
+    m = bisect_right(seg_starts, max(min(max(lo, hi), n), 1)) - 1
+    wide = (seg_starts[k], seg_starts[m + 1] - 1 if m + 1 < len(seg_starts) else n)
+    if wide != out[0]:
+        out.append(wide)
+    return [(f, la) for f, la in out if not (f >= 2 and a[f - 2].endswith("\\"))]
+
+
+def splice(old: FileFacts, old_text: str, new_text: str, digest: str) -> FileFacts | None:
+    """The facts of `new_text` built from `old` (the facts of `old_text`, same path) by re-extracting
+    only the top-level statements the edit touched; None when that cannot be exact."""
+    spans = old.tops
+    if not spans or old.errors or old.digest == digest or "\r" in old_text or "\r" in new_text:
+        return None
+    if len(old.literals) >= MAX_LITERALS:
+        return None  # the list was cut: the statements after the edit may have literals it left out
+    a, b = split_lines(old_text), split_lines(new_text)
+    if len(a) != old.lines:
+        return None
+    p, s = _common_ends(a, b)
+    if p == len(a) and p == len(b):
+        return None  # the same lines (a final newline added or removed): nothing to save
+    lo, hi = p + 1, len(a) - s  # the changed old lines, 1-based; empty (hi < lo) for a pure insertion
+    for first, last in _candidates(spans, a, p, lo, hi):
+        out = _splice_range(old, a, b, first, last, digest)
+        if out is not None:
+            return out
+    return None
+
+
+def _splice_range(old: FileFacts, a: list[str], b: list[str], first: int, last: int, digest: str) -> FileFacts | None:
+    """`splice` re-extracting old lines [first, last] (new lines [first, last + delta])."""
+    spans = old.tops
+    assert spans is not None
+    delta = len(b) - len(a)
+    new = _extract_part(old.path, old.is_test_file, b, first, last - first + 1 + delta)
+    if new is None:
+        return None
+    prev = _extract_part(old.path, old.is_test_file, a, first, last - first + 1)
+    if prev is None:
+        return None
+    # a name the edited statements define that another statement defines too: they depend on each other
+    names = set(prev.facts.binds) | set(new.facts.binds)
+    if any(old.binds.get(n, 0) - prev.facts.binds.get(n, 0) for n in names):
+        return None
+    if prev.module_words != new.module_words:
+        return None  # the module chunk's words: a whole-file value
+    if first <= spans[0][0]:
+        # the file's first statement may be another: its docstring is the module's
+        if new.tops:
+            doc = new.facts.doc
+        elif not prev.tops:
+            doc = old.doc
+        else:
+            return None
+        if doc != old.doc:
+            return None
+
+    inside = (first, last)
+    runs = {
+        "defs": _run(old.defs, lambda d: d.start, *inside),
+        "imports": _run(old.imports, lambda i: i.line, *inside),
+        "sites": _run(old.sites, lambda x: x.line, *inside),
+        "literals": _run(old.literals, lambda x: x[1], *inside),
+        "flows": _run(old.flows, lambda x: x[2], *inside),
+    }
+    for field, run in runs.items():
+        # the old facts must be those of the old text: the run holds what the old statements give
+        if run is None or run[1] - run[0] != len(getattr(prev.facts, field)):
+            return None
+
+    def spliced(field: str, shift: Callable[[Any], Any]) -> list[Any]:
+        items = getattr(old, field)
+        i, j = runs[field]  # type: ignore[misc]
+        after = items[j:] if delta == 0 else [shift(x) for x in items[j:]]
+        return [*items[:i], *getattr(new.facts, field), *after]
+
+    out = FileFacts(path=old.path, digest=digest, lines=len(b), is_test_file=old.is_test_file)
+    out.defs = spliced("defs", lambda d: _shift_def(d, delta))
+    out.imports = spliced("imports", lambda i: Import(i[0], i[1] + delta, *i[2:]))
+    out.sites = spliced("sites", lambda x: Site(x[0], x[1] + delta, x[2], x[3], x[4]))
+    out.literals = spliced("literals", lambda x: (x[0], x[1] + delta, x[2]))[:MAX_LITERALS]
+    out.flows = spliced("flows", lambda x: (x[0], x[1], x[2] + delta, *x[3:]))
+    out.all_names = new.facts.all_names if "__all__" in names else old.all_names
+    out.doc, out.words = old.doc, old.words
+    binds = Counter(old.binds)
+    binds.subtract(prev.facts.binds)
+    binds.update(new.facts.binds)
+    out.binds = {n: c for n, c in sorted(binds.items()) if c > 0}
+    i = bisect_left(spans, (first, 0))
+    j = bisect_left(spans, (last + 1, 0))
+    out.tops = [*spans[:i], *new.tops, *((f + delta, la + delta) for f, la in spans[j:])]
+    terms = Counter(old.terms)
+    terms.subtract(term_counts("\n".join(a[first - 1 : last])))
+    terms.update(term_counts("\n".join(b[first - 1 : last + delta])))
+    out.terms = {t: c for t, c in sorted(terms.items()) if c > 0}
+    out.chunk_terms = _spliced_chunks(old, runs["defs"], new.facts, out)  # type: ignore[arg-type]
+    return out
+
+
+def _chunked(d: Def) -> bool:
+    return not (d.kind == "variable" and "." in d.qual)  # chunk_texts' rule: class attributes have none
+
+
+def _spliced_chunks(old: FileFacts, run: tuple[int, int], part: FileFacts, out: FileFacts) -> bytes:
+    """The chunk term counts: the module's and the kept defs' as they were (their texts hold no line
+    numbers), the edited statements' counted again."""
+    records = unpack_records(old.chunk_terms)
+    i, j = run
+    before = sum(1 for d in old.defs[:i] if _chunked(d))
+    inside = sum(1 for d in old.defs[i:j] if _chunked(d))
+    fresh = [[node_id, dict(term_counts(text))] for node_id, text in chunk_texts(part)[1:]]
+    return pack_records([*records[: 1 + before], *fresh, *records[1 + before + inside :]])
