@@ -67,6 +67,8 @@ class FileBinding:
 class Binder(Evaluator):
     """Binds one file at a time against a Workspace, recording the modules each file consulted."""
 
+    memoize = True  # evaluate a site's name or receiver once per scope (off: every site, for tests)
+
     # -- callback flow (flow.py propagates what this resolves) --------------------------------
     def bind_flows(self, info: ModuleInfo, called: dict[tuple[int, int, Chain], tuple[str, bool]]) -> list[tuple]:
         """Resolve one file's flowfacts into constraints over variables: ("p", def id, name) for a
@@ -341,16 +343,40 @@ class Binder(Evaluator):
 
         # CALLS, INSTANTIATES, REFERENCES from sites
         called: dict[tuple[int, int, Chain], tuple[str, bool]] = {}  # call site -> (callee, bound method call)
+        # Sites repeat names and receivers (a test file's 8,000 sites hold ~600 distinct scope/name pairs):
+        # a name or receiver chain is evaluated once per scope, its value, resolver and deps replayed
+        memo: dict[tuple[str, str | Chain], tuple[Value, str, set[str]]] = {}
+
+        def evaluated(scope: str, key: str | Chain) -> Value:
+            hit = memo.get((scope, key)) if self.memoize else None
+            if hit is not None:
+                self.deps.update(hit[2])
+                self._weaken(hit[1])
+                return hit[0]
+            saved = self.deps
+            self.deps = set()
+            try:
+                if isinstance(key, str):
+                    value = self.lookup(info, scope, key, 0)
+                else:
+                    value = self.eval_chain(info, scope, key, 0)
+            finally:
+                got, self.deps = self.deps, saved
+                saved.update(got)
+            # from RESOLVER_SCOPE, the strongest, so replaying the weakest it reached is exact
+            memo[(scope, key)] = (value, self.resolver, got)
+            return value
+
         for index, site in enumerate(facts.sites):
             self.resolver = RESOLVER_SCOPE
             chain = site.chain
             recv: Value = None
             if len(chain) == 1:
-                value = self.lookup(info, site.scope, chain[0].rstrip("()") if chain[0].endswith("()") else chain[0], 0)
+                value = evaluated(site.scope, chain[0].rstrip("()") if chain[0].endswith("()") else chain[0])
                 if chain[0].endswith("()"):
                     value = self.call_result(value, 0)
             else:
-                value = recv = self.eval_chain(info, site.scope, chain[:-1], 0)
+                value = recv = evaluated(site.scope, chain[:-1])
                 last = chain[-1]
                 value = self.attr(value, last[:-2] if last.endswith("()") else last, 0, raw=site.kind != CALL)
                 if last.endswith("()"):
