@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import hashlib
 import re
 
 from ctx_lsp.index.chains import (
@@ -64,17 +65,16 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
         visitor.run(tree)
         facts.flows = flow_facts(tree, visitor.col)
         if not facts.errors:
-            facts.tops = statement_starts(tree)
+            facts.tops = visitor.statements
     facts.words = " ".join([_path_words(path), facts.words])[: MAX_WORDS * 8]
     facts.terms = _file_terms(text)
     facts.chunk_terms = chunk_term_counts(facts)
     return facts
 
 
-def statement_starts(tree: ast.Module) -> list[tuple[int, int]]:
-    """(first, last) line of each top-level statement, a decorated def's from its first decorator."""
-    return [(min([d.lineno for d in getattr(s, "decorator_list", ())] + [s.lineno]), s.end_lineno or s.lineno)
-            for s in tree.body]
+def words_digest(words: list[str]) -> str:
+    """A statement's module-level words, short ("" for none, most statements'), stable across processes."""
+    return hashlib.blake2b("\0".join(words).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest() if words else ""
 
 
 def _file_terms(text: str) -> dict[str, int]:
@@ -133,6 +133,8 @@ class _Visitor:
         self.declared_global: set[str] = set()
         self.docstring: ast.AST | None = None  # the bare string statement being visited: not a literal
         self.attempts: set[str] = set()  # top-level names the statement being visited defines or redefines
+        # per top-level statement: (first line, last line, names it defines, digest of its module-level words)
+        self.statements: list[tuple[int, int, tuple[str, ...], str]] = []
 
     # -- helpers -------------------------------------------------------------------------
     def col(self, line: int, byte_col: int) -> int:
@@ -175,18 +177,19 @@ class _Visitor:
     # -- entry ---------------------------------------------------------------------------
     def run(self, tree: ast.Module) -> None:
         self.facts.doc = _first_doc_line(tree)
-        binds: dict[str, int] = {}
+        module_words = self.words[0]
         for stmt in tree.body:
             self.attempts = set()
+            before = len(module_words)
             try:
                 self.stmt(stmt)
             except RecursionError:  # one statement nested too deeply for this walk: keep the others
                 self.facts.errors.append(f"line {stmt.lineno}: nested too deeply; facts of this statement are partial")
                 self._back_to_module()
-            for name in self.attempts:
-                binds[name] = binds.get(name, 0) + 1
-        self.facts.binds = dict(sorted(binds.items()))
-        self.facts.words = " ".join(self.words[0] + ([self.facts.doc] if self.facts.doc else []))
+            first = min([d.lineno for d in getattr(stmt, "decorator_list", ())] + [stmt.lineno])
+            self.statements.append((first, stmt.end_lineno or stmt.lineno, tuple(sorted(self.attempts)),
+                                    words_digest(module_words[before:])))
+        self.facts.words = " ".join(module_words + ([self.facts.doc] if self.facts.doc else []))
 
     def attempt(self, qual: str) -> None:
         self.attempts.add(qual.partition(".")[0])

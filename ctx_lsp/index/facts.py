@@ -100,12 +100,11 @@ class FileFacts:
     terms: dict[str, int] = field(default_factory=dict)
     # each symbol chunk's term counts, packed (index/chunk_terms.py): the chunk BM25 index's input
     chunk_terms: bytes = b""
-    # (first, last) line (decorators included) of each top-level statement, when the file parsed whole:
-    # the places an edit can be re-extracted from alone (index/splice.py); None for repaired or parso facts
-    tops: list[tuple[int, int]] | None = None
-    # per top-level name (a qual's first part): how many top-level statements define or redefine it;
-    # above 1, those statements' facts depend on each other (the first definition wins)
-    binds: dict[str, int] = field(default_factory=dict)
+    # per top-level statement, when the file parsed whole: its first line (decorators included), last
+    # line, the top-level names it defines or redefines (a qual's first part) and a digest of the
+    # module-level words it adds: what an edit re-extracting statements alone checks (index/splice.py);
+    # None for repaired or parso facts
+    tops: list[tuple[int, int, tuple[str, ...], str]] | None = None
     # `sites` packed (see pack_sites) while nobody has read them: a warm start loads every file's
     # facts, but only a re-bind or jedi refinement reads a file's sites (280k on Django)
     packed_sites: bytes | None = field(default=None, repr=False, compare=False)

@@ -8,8 +8,9 @@ file; either way the result equals `extract(path, new_text)` field for field (te
 checks it on real files).
 
 Where a statement's facts depend on other statements, `splice` declines:
-- a name two top-level statements define (the first definition wins: `FileFacts.binds`);
-- module-level words, the module docstring or `__all__` that the edit changes (whole-file values);
+- a name two top-level statements define (the first definition wins: `FileFacts.tops` holds each one's);
+- module-level words or the module docstring that the edit changes (whole-file values);
+- edited statements holding most of the file (a whole extraction costs no more);
 - a file whose literals reached the cap, or old facts with errors (a repaired parse), or text with
   `\\r` line ends or `__future__` imports in the edited statements.
 """
@@ -24,7 +25,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ctx_lsp.index.chunk_terms import chunk_texts
-from ctx_lsp.index.extract import MAX_LITERALS, _Visitor, statement_starts
+from ctx_lsp.index.extract import MAX_LITERALS, _Visitor
 from ctx_lsp.index.facts import (
     UNPARSABLE,
     Def,
@@ -41,12 +42,14 @@ from ctx_lsp.retrieval.text import term_counts
 T = TypeVar("T")
 
 
-class _Part:
-    """The facts of lines [first, first + len(lines) - 1] of a file extracted on their own."""
+Span = tuple[int, int, tuple[str, ...], str]  # FileFacts.tops: first, last, names defined, module-words digest
 
-    def __init__(self, facts: FileFacts, module_words: list[str], tops: list[tuple[int, int]]) -> None:
+
+class _Part:
+    """The facts of lines [first, first + count - 1] of a file extracted on their own."""
+
+    def __init__(self, facts: FileFacts, tops: list[Span]) -> None:
         self.facts = facts
-        self.module_words = module_words
         self.tops = tops
 
 
@@ -68,7 +71,7 @@ def _extract_part(path: str, is_test: bool, lines: list[str], first: int, count:
         return None
     if facts.errors:
         return None
-    return _Part(facts, visitor.words[0], statement_starts(tree))
+    return _Part(facts, visitor.statements)
 
 
 def _common_ends(a: list[str], b: list[str]) -> tuple[int, int]:
@@ -105,7 +108,7 @@ def _shift_def(d: Def, delta: int) -> Def:
     return replace(d, start=d.start + delta, end=d.end + delta, line=d.line + delta)
 
 
-def _candidates(spans: list[tuple[int, int]], a: list[str], p: int, lo: int, hi: int) -> list[tuple[int, int]]:
+def _candidates(spans: list[Span], a: list[str], p: int, lo: int, hi: int) -> list[tuple[int, int]]:
     """Old line ranges [first, last] to re-extract, narrowest first: the statements the changed lines
     [lo, hi] touch (or, for an insertion after line p, the inserted lines alone), then whole segments
     from one statement's start to the next one's (an indented insertion after a statement continues it)."""
@@ -114,7 +117,7 @@ def _candidates(spans: list[tuple[int, int]], a: list[str], p: int, lo: int, hi:
 
     def holding(line: int) -> tuple[int, int] | None:
         k = bisect_right(starts, line) - 1
-        return spans[k] if k >= 0 and spans[k][1] >= line else None
+        return (spans[k][0], spans[k][1]) if k >= 0 and spans[k][1] >= line else None
 
     out: list[tuple[int, int]] = []
     if hi < lo:
@@ -163,23 +166,26 @@ def _splice_range(old: FileFacts, a: list[str], b: list[str], first: int, last: 
     spans = old.tops
     assert spans is not None
     delta = len(b) - len(a)
-    new = _extract_part(old.path, old.is_test_file, b, first, last - first + 1 + delta)
+    count = last - first + 1 + delta
+    if count > max(200, 2 * len(b) // 3):
+        return None  # most of the file: extracting it whole costs no more
+    i = bisect_left(spans, (first,))
+    j = bisect_left(spans, (last + 1,))
+    was = spans[i:j]  # the old statements in the range
+    new = _extract_part(old.path, old.is_test_file, b, first, count)
     if new is None:
         return None
-    prev = _extract_part(old.path, old.is_test_file, a, first, last - first + 1)
-    if prev is None:
-        return None
     # a name the edited statements define that another statement defines too: they depend on each other
-    names = set(prev.facts.binds) | set(new.facts.binds)
-    if any(old.binds.get(n, 0) - prev.facts.binds.get(n, 0) for n in names):
+    names = {n for sp in was for n in sp[2]} | {n for sp in new.tops for n in sp[2]}
+    if names and any(n in names for sp in (*spans[:i], *spans[j:]) for n in sp[2]):
         return None
-    if prev.module_words != new.module_words:
-        return None  # the module chunk's words: a whole-file value
+    if [sp[3] for sp in was if sp[3]] != [sp[3] for sp in new.tops if sp[3]]:
+        return None  # the module-level words (the module chunk's): a whole-file value
     if first <= spans[0][0]:
         # the file's first statement may be another: its docstring is the module's
         if new.tops:
             doc = new.facts.doc
-        elif not prev.tops:
+        elif not was:
             doc = old.doc
         else:
             return None
@@ -194,10 +200,8 @@ def _splice_range(old: FileFacts, a: list[str], b: list[str], first: int, last: 
         "literals": _run(old.literals, lambda x: x[1], *inside),
         "flows": _run(old.flows, lambda x: x[2], *inside),
     }
-    for field, run in runs.items():
-        # the old facts must be those of the old text: the run holds what the old statements give
-        if run is None or run[1] - run[0] != len(getattr(prev.facts, field)):
-            return None
+    if any(run is None for run in runs.values()):
+        return None  # facts come in statement order, each inside its statement's lines
 
     def spliced(field: str, shift: Callable[[Any], Any]) -> list[Any]:
         items = getattr(old, field)
@@ -213,13 +217,7 @@ def _splice_range(old: FileFacts, a: list[str], b: list[str], first: int, last: 
     out.flows = spliced("flows", lambda x: (x[0], x[1], x[2] + delta, *x[3:]))
     out.all_names = new.facts.all_names if "__all__" in names else old.all_names
     out.doc, out.words = old.doc, old.words
-    binds = Counter(old.binds)
-    binds.subtract(prev.facts.binds)
-    binds.update(new.facts.binds)
-    out.binds = {n: c for n, c in sorted(binds.items()) if c > 0}
-    i = bisect_left(spans, (first, 0))
-    j = bisect_left(spans, (last + 1, 0))
-    out.tops = [*spans[:i], *new.tops, *((f + delta, la + delta) for f, la in spans[j:])]
+    out.tops = [*spans[:i], *new.tops, *((f + delta, la + delta, n, w) for f, la, n, w in spans[j:])]
     terms = Counter(old.terms)
     terms.subtract(term_counts("\n".join(a[first - 1 : last])))
     terms.update(term_counts("\n".join(b[first - 1 : last + delta])))

@@ -28,7 +28,7 @@ from ctx_lsp.index.model import Edge
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 15  # 15: each file's top-level statement starts and names (FileFacts.tops, binds); 14: a file's defs as node rows plus their packed rest, built on first read; 13: a file's term counts packed apart, unpacked on first read; 12: derived sections (the lexical indexes, retrieval/engine.py lexical_snapshot); 11: each file's chunk term counts (index/chunk_terms.py); 10: flows and a binding's dependencies packed apart too, unpacked on first read; 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
+SCHEMA = 15  # 15: each file's top-level statement starts and names (FileFacts.tops); 14: a file's defs as node rows plus their packed rest, built on first read; 13: a file's term counts packed apart, unpacked on first read; 12: derived sections (the lexical indexes, retrieval/engine.py lexical_snapshot); 11: each file's chunk term counts (index/chunk_terms.py); 10: flows and a binding's dependencies packed apart too, unpacked on first read; 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
 MAGIC = b"ctx-lsp\n"
 _PREFIX = len(MAGIC) + 4  # MAGIC, then the CRC-32 (big-endian) of everything after it
 _UNICODE = "surrogatepass"  # any Python str packs and unpacks losslessly
@@ -71,7 +71,6 @@ def facts_to_wire(f: FileFacts) -> list[Any]:
             [[fl[0], fl[1], fl[2], fl[3], list(fl[4]), fl[5]] for fl in f.flows]),
         [list(lit) for lit in f.literals],
         f.packed_terms if f.packed_terms is not None else pack_records(f.terms), f.chunk_terms, rest, f.tops,
-        f.binds,
     ]
 
 
@@ -91,8 +90,7 @@ def facts_from_wire(w: Any) -> FileFacts:
     f.literals = list(w[12])
     f.defer_terms(w[13])
     f.chunk_terms = w[14]
-    f.tops = [tuple(t) for t in w[16]] if w[16] is not None else None
-    f.binds = dict(w[17])
+    f.tops = [(t[0], t[1], tuple(t[2]), t[3]) for t in w[16]] if w[16] is not None else None
     return f
 
 
