@@ -37,6 +37,9 @@ Per root, with a fresh cache directory:
 - update_rename_p50_ms / update_rename_p95_ms (beyond the contract): the same, but each edit renames a
   random top-level def, an interface change: every file that looked the old name up is re-bound too
   (`update_rename_rebound_p95`: how many files that was).
+- update_body_p50_ms / update_body_p95_ms (beyond the contract): the same, but each edit adds a statement
+  inside a random def's body (before its last line), as typing in a function does; the edited file's facts
+  are then compared with a whole extraction of its text (`update_inconsistent` counts every check that failed).
 
 Timings depend on the machine and its load; nothing here asserts their size.
 """
@@ -229,6 +232,38 @@ def child_warm(root: Path, cache: Path, edits: int, queries: int, seed: int) -> 
         with engine.lock:
             index.update_file(rel, original, overlay=False)
     _emit("renames", ms=r_ms, rebound=rebound, inconsistent=inconsistent)
+
+    import ast
+
+    from ctx_lsp.index.extract import extract
+
+    b_ms: list[float] = []
+    defs = [(p, d) for p in paths for d in index.facts[p].defs if d.kind != "variable" and d.end > d.line]
+    tries = 0
+    while len(b_ms) < (edits if defs else 0) and tries < 5 * edits:
+        tries += 1
+        rel, d = rng.choice(defs)
+        try:
+            original = (root / rel).read_bytes().decode("utf-8-sig")
+        except (OSError, UnicodeDecodeError):
+            continue
+        lines = original.split("\n")
+        last = lines[d.end - 1]
+        lines.insert(d.end - 1, last[: len(last) - len(last.lstrip())] + f"_speed_probe_{seed} = len(str(value))")
+        edited = "\n".join(lines)
+        try:
+            ast.parse(edited)  # the def's last line continued a statement: another def
+        except SyntaxError:
+            continue
+        t = time.perf_counter()
+        with engine.lock:
+            index.update_file(rel, edited, overlay=True)
+        b_ms.append((time.perf_counter() - t) * 1000)
+        if index.facts[rel] != extract(rel, edited, index.facts[rel].digest):
+            inconsistent += 1  # spliced facts must equal a whole extraction
+        with engine.lock:
+            index.update_file(rel, original, overlay=False)
+    _emit("bodies", ms=b_ms, inconsistent=inconsistent)
 
 
 # -- parent ----------------------------------------------------------------------------------------
@@ -431,7 +466,10 @@ def measure_root(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         rec["update_rename_p50_ms"] = _ms(ren["ms"], 50)
         rec["update_rename_p95_ms"] = _ms(ren["ms"], 95)
         rec["update_rename_rebound_p95"] = _ms(ren["rebound"], 95)
-        rec["update_inconsistent"] = ren["inconsistent"]
+        body = wev["bodies"][1]
+        rec["update_body_p50_ms"] = _ms(body["ms"], 50)
+        rec["update_body_p95_ms"] = _ms(body["ms"], 95)
+        rec["update_inconsistent"] = body["inconsistent"]
         rec["refine_complete"] = None if refine_status is None else refine_status["done"] == refine_status["total"]
         if refine_status is not None:
             rec["refinement"] = refine_status
