@@ -159,6 +159,21 @@ def _queries(engine: Any, n: int, rng: random.Random) -> list[str]:
     return out
 
 
+def _source(root: Path, rel: str) -> str | None:
+    """A file's text as an editor holds it, or None when it cannot be read as UTF-8."""
+    try:
+        return (root / rel).read_bytes().decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _pick(rng: random.Random, defs: list[tuple[str, Any]], root: Path) -> tuple[str, Any, str, list[str]] | None:
+    """A random (path, def) with its file's text and lines, or None when the file cannot be read."""
+    rel, d = rng.choice(defs)
+    original = _source(root, rel)
+    return None if original is None else (rel, d, original, original.split("\n"))
+
+
 def child_warm(root: Path, cache: Path, edits: int, queries: int, seed: int) -> None:
     from ctx_lsp.engine import Engine
 
@@ -188,9 +203,8 @@ def child_warm(root: Path, cache: Path, edits: int, queries: int, seed: int) -> 
     inconsistent = 0
     for i in range(edits if paths else 0):
         rel = rng.choice(paths)
-        try:
-            original = (root / rel).read_bytes().decode("utf-8-sig")
-        except (OSError, UnicodeDecodeError):
+        original = _source(root, rel)
+        if original is None:
             continue
         name = f"_speed_probe_{seed}_{i}"
         edited = original.rstrip("\n") + f"\n\n\ndef {name}(value):\n    return value\n"
@@ -210,12 +224,10 @@ def child_warm(root: Path, cache: Path, edits: int, queries: int, seed: int) -> 
     rebound: list[float] = []
     tops = [(p, d) for p in paths for d in index.facts[p].defs if "." not in d.qual and d.kind != "variable"]
     for _ in range(edits if tops else 0):
-        rel, d = rng.choice(tops)
-        try:
-            original = (root / rel).read_bytes().decode("utf-8-sig")
-        except (OSError, UnicodeDecodeError):
+        picked = _pick(rng, tops, root)
+        if picked is None:
             continue
-        lines = original.split("\n")
+        rel, d, original, lines = picked
         header = lines[d.line - 1]
         at = header.find(d.qual, d.col)
         if at < 0:
@@ -242,12 +254,10 @@ def child_warm(root: Path, cache: Path, edits: int, queries: int, seed: int) -> 
     tries = 0
     while len(b_ms) < (edits if defs else 0) and tries < 5 * edits:
         tries += 1
-        rel, d = rng.choice(defs)
-        try:
-            original = (root / rel).read_bytes().decode("utf-8-sig")
-        except (OSError, UnicodeDecodeError):
+        picked = _pick(rng, defs, root)
+        if picked is None:
             continue
-        lines = original.split("\n")
+        rel, d, original, lines = picked
         last = lines[d.end - 1]
         lines.insert(d.end - 1, last[: len(last) - len(last.lstrip())] + f"_speed_probe_{seed} = len(str(value))")
         edited = "\n".join(lines)
