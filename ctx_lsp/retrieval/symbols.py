@@ -20,10 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ctx_lsp.index.graph import CodeGraph
-from ctx_lsp.index.model import EdgeKind
 from ctx_lsp.retrieval.lexical import LexicalIndex
 from ctx_lsp.retrieval.score import Candidate
-from ctx_lsp.retrieval.text import split_identifier, stem, terms
 
 SYMBOL_TOP = 30
 LEXICAL_FILES = 5  # the leading files whose symbols are matched against the task by their own text
@@ -32,16 +30,6 @@ _KINDS = frozenset({"class", "function", "method", "test"})
 _REASONS = 3
 W_LENGTH = 0.1  # task text: score * (1 + W_LENGTH * ln(lines)); a 100-line function x1.46, a 3-line one x1.11
 CLASS_LINES = 50  # a class's own text is its header, docstring and attributes, not its methods: cap its length
-# structural neighbours of the leading symbols (task text): a symbol the leading ones call, that calls
-# them, or that one of them overrides or is overridden by, scores that leading symbol's share
-SOURCES = 10
-W_CALLEE = 0.0
-W_CALLER = 0.0
-W_OVERRIDE = 0.0
-W_NAME = 0.0  # the share of a symbol's own name's words that the task uses
-_CALLS = (EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value)
-_OVERRIDES = (EdgeKind.OVERRIDES.value,)
-_STRUCTURE = frozenset({"callee", "caller", "override"})
 
 
 def rank_symbols(graph: CodeGraph, ranked: list[Candidate], files: list[dict[str, Any]],
@@ -80,19 +68,13 @@ def rank_symbols(graph: CodeGraph, ranked: list[Candidate], files: list[dict[str
             reasons.setdefault(nid, []).append({"via": "chunk-bm25", "from": None, "weight": round(w, 4),
                                                 "value": round(s, 4)})
     if lexical is not None:
-        _add_structure(graph, query, scores, reasons, split if parts else None)
         for nid in scores:
             n = graph.node(nid)
             if n is not None:
                 lines = n.end_line - n.start_line + 1
                 scores[nid] *= 1 + W_LENGTH * math.log(max(1, min(lines, CLASS_LINES) if n.kind == "class" else lines))
     out: list[dict[str, Any]] = []
-    order = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-    if parts:  # the fit's rows: also the structural neighbours that score nothing at the current weights
-        order = order[:top] + [kv for kv in order[top:] if _STRUCTURE & split.get(kv[0], {}).keys()]
-    else:
-        order = order[:top]
-    for nid, score in order:
+    for nid, score in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:top]:
         n = graph.node(nid)
         if n is None:
             continue
@@ -102,53 +84,6 @@ def rank_symbols(graph: CodeGraph, ranked: list[Candidate], files: list[dict[str
                     **({"parts": {**split.get(nid, {}), "lines": n.end_line - n.start_line + 1}} if parts else {}),
                     "reasons": sorted(reasons.get(nid, []), key=lambda r: -float(r["weight"]))})
     return out
-
-
-def _add_structure(graph: CodeGraph, query: str, scores: dict[str, float],
-                   reasons: dict[str, list[dict[str, Any]]], split: dict[str, dict[str, float]] | None) -> None:
-    """The structural neighbours of the leading symbols (and, with `split`, every feature recorded for
-    the fit even at weight 0): callees, callers, overrides, and the task's share of a symbol's name."""
-    if not scores:
-        return
-    lead = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:SOURCES]
-    top = lead[0][1] or 1.0
-    feats: dict[str, dict[str, float]] = {}
-
-    def note(nid: str, name: str, value: float) -> None:
-        if _kind(graph, nid) not in _KINDS:
-            return
-        f = feats.setdefault(nid, {})
-        f[name] = max(f.get(name, 0.0), value)
-
-    for src, sc in lead:
-        b = sc / top
-        for e in graph.out_edges(src, _CALLS):
-            note(e.dst, "callee", b)
-        for e in graph.in_edges(src, _CALLS):
-            note(e.src, "caller", b)
-        for e in graph.out_edges(src, _OVERRIDES):
-            note(e.dst, "override", b)
-        for e in graph.in_edges(src, _OVERRIDES):
-            note(e.src, "override", b)
-    weights = {"callee": W_CALLEE, "caller": W_CALLER, "override": W_OVERRIDE, "name": W_NAME}
-    if W_NAME or split is not None:
-        words = set(terms(query))
-        for nid in list(scores) + list(feats):
-            n = graph.node(nid)
-            subs = [w for w in split_identifier(n.name) if len(w) >= 2] if n is not None else []
-            if subs:
-                share = sum(stem(w) in words for w in subs) / len(subs)
-                if share:
-                    feats.setdefault(nid, {})["name"] = share
-    for nid, f in feats.items():
-        w = sum(weights[k] * v for k, v in f.items())
-        if split is not None:
-            split.setdefault(nid, {}).update(f)
-        if w > 0:
-            scores[nid] = scores.get(nid, 0.0) + w
-            reasons.setdefault(nid, []).append({"via": "structure", "from": None, "weight": round(w, 4)})
-        elif split is not None:
-            scores.setdefault(nid, 0.0)
 
 
 def _kind(graph: CodeGraph, node_id: str) -> str | None:
