@@ -208,3 +208,33 @@ def test_top_hits_equals_a_full_sort_with_ties_by_id() -> None:
         scores = {f"id{rng.randint(0, 500)}": float(rng.choice([0.5, 1.0, 1.5, rng.random()])) for _ in range(rng.randint(0, 60))}
         top = rng.randint(0, 70)
         assert top_hits(scores, top) == sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+
+
+def test_ids_added_to_terms_still_packed_wait_until_the_term_is_read_and_equal_an_eager_build() -> None:
+    from ctx_lsp.retrieval.postings import Postings
+
+    docs = {"a.py::f": {"parse": 2, "token": 1}, "b.py::g": {"parse": 1, "cache": 3}, "c.py::h": {"token": 4}}
+    first = Postings()
+    for item, counts in docs.items():
+        first.add_all(item, counts)
+    snap = first.snapshot(lambda _i: True)
+
+    # b.py changed (stale), d.py is new: what a checkout does to a loaded index
+    later = Postings()
+    later.load(snap, {"b.py"}, lambda item: item.split("::")[0])
+    later.add_all("b.py::g", {"cache": 1, "merge": 2})
+    later.add_all("d.py::k", {"parse": 5, "token": 1})
+    assert "parse" in later._packed and "token" in later._packed  # nothing decoded by the adds
+    later.discard("token", "c.py::h")
+
+    eager = Postings()
+    for item, counts in {"a.py::f": docs["a.py::f"], "c.py::h": docs["c.py::h"], "b.py::g": {"cache": 1, "merge": 2},
+                         "d.py::k": {"parse": 5, "token": 1}}.items():
+        eager.add_all(item, counts)
+    eager.discard("token", "c.py::h")
+    assert later.get("parse") == {"a.py::f": 2, "d.py::k": 5}
+    assert later.items() == eager.items()
+    # a second generation written after the adds holds them, and a stale file's ids are gone
+    again = Postings()
+    again.load(later.snapshot(lambda _i: True), set(), lambda item: item.split("::")[0])
+    assert again.items() == eager.items()
