@@ -404,6 +404,7 @@ class Retriever:
             lexical = self.file_lexical.search(q.plan.query, top=LEXICAL_FILES)
             extra["identifier"] = self.file_lexical.identifier_matches(q.plan.query)
             extra["path"] = self.file_lexical.path_matches(q.plan.query)
+            extra["rare"] = self.file_lexical.rare_matches(q.plan.query)
             title = q.plan.query.strip().split("\n", 1)[0]
             if 0 < len(title) < len(q.plan.query.strip()):
                 extra["title-bm25"] = dict(self.file_lexical.search(title, top=LEXICAL_FILES))

@@ -134,6 +134,24 @@ class FileLexicalIndex:
                     scores[p] = scores.get(p, 0.0) + idf
         return scores
 
+    def rare_matches(self, query: str, keep: Callable[[str], bool] | None = None) -> dict[str, float]:
+        """Files holding the task's rare words: a term of RARE_MIN_CHARS or more that at most RARE_FILES
+        files of the workspace use (a setting, a message word, an unusual name) pins them, each
+        holder getting 1/df. BM25 adds such a word to every common word of the task, and on a long
+        issue the common words outweigh it."""
+        scores: dict[str, float] = {}
+        for t in sorted(set(terms(query))):
+            if len(t) < RARE_MIN_CHARS:
+                continue
+            holders = self.postings.get(t)
+            if not holders or len(holders) > RARE_FILES:
+                continue
+            share = 1.0 / len(holders)
+            for p in holders:
+                if keep is None or keep(p):
+                    scores[p] = scores.get(p, 0.0) + share
+        return scores
+
     def path_matches(self, query: str, keep: Callable[[str], bool] | None = None) -> dict[str, float]:
         """Files whose path words the task uses (`autodetector` for django/db/migrations/autodetector.py),
         each word weighted by its rarity over paths; file-name words count fully, folders half."""
@@ -152,6 +170,8 @@ class FileLexicalIndex:
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+RARE_FILES = 3  # a term in at most this many files is rare (rare_matches)
+RARE_MIN_CHARS = 4  # shorter terms (stems of short words, numbers) are rare by accident
 _GENERIC_PATH = frozenset({"init", "__init__", "py", "src", "lib", "core", "base", "util", "utils", "main"})
 
 
@@ -235,7 +255,8 @@ WEIGHTS: dict[str, float] = {
     "title-bm25": 3.0,  # an issue's title is its most specific sentence
     "chunk-bm25": 1.0,
     "chunk-seed": 0.0,  # the same signal as chunk-bm25, from the seed step
-    "identifier": 0.0,  # compound identifiers: already in the BM25 terms; no gain measured on its own
+    "identifier": 0.0,
+    "rare": 1.5,  # words of the task at most three files use (fitted on django, checked on the other repositories)  # compound identifiers: already in the BM25 terms; no gain measured on its own
     "path": 2.0,
     "symbol": 0.75,
     "title-symbol": 1.5,
