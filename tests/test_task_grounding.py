@@ -485,3 +485,32 @@ def test_the_projects_own_name_in_prose_is_not_the_class_named_like_it(tmp_path:
     code = issue + "\n```python\nfrom shop.app import Shop\nShop('x')\n```\n"  # code that uses the class still binds it
     by_path = {f["path"]: {r["via"] for r in f["reasons"]} for f in _ctx(e, code)["files"]}
     assert "snippet" in by_path.get("shop/app.py", set()), by_path
+
+
+def test_rare_words_of_the_task_pin_the_few_files_that_use_them(tmp_path: Path) -> None:
+    """A word of the task that at most three files use gives each of them 1/df ('rare' evidence);
+    a word more files use, and short words, give nothing. The class reaches the file ranking."""
+    files = {
+        "shop/__init__.py": "",
+        "shop/export.py": "def export(report):\n    # keep the watermark on every page\n    return report.pages\n",
+        "shop/stamp.py": "def stamp(page, watermark):\n    return page + watermark\n",
+        **{f"shop/common{i}.py": f"def report_total{i}(report):\n    # the report total is saved\n    return report.total\n"
+           for i in range(4)},
+    }
+    root = tmp_path / "ws"
+    write_tree(root, files)
+    e = Engine(root, cache_dir=tmp_path / "cache")
+    e.open()
+    e.retriever.sync()
+    issue = ("Exports lose the watermark when the report total is saved\n"
+             "The report total is saved and the report is saved, but the watermark is gone from the export.\n")
+    rare = e.retriever.file_lexical.rare_matches(issue)
+    # 'watermark' is in two files (1/2 each), 'export' in one; 'report' and 'total' are in four or more
+    assert rare["shop/stamp.py"] == pytest.approx(0.5), rare
+    assert rare["shop/export.py"] > rare["shop/stamp.py"], rare
+    assert not any(p.startswith("shop/common") for p in rare), rare
+    assert e.retriever.file_lexical.rare_matches("the cat sat on a mat") == {}
+    ranked = _ctx(e, issue)["files"]
+    reasons = {f["path"]: {r["via"]: r for r in f["reasons"]} for f in ranked}
+    assert reasons["shop/export.py"]["rare"]["value"] == 1.0, reasons
+    assert ranked[0]["path"] == "shop/export.py", ranked
