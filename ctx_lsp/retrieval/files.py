@@ -255,8 +255,8 @@ WEIGHTS: dict[str, float] = {
     "title-bm25": 3.0,  # an issue's title is its most specific sentence
     "chunk-bm25": 1.0,
     "chunk-seed": 0.0,  # the same signal as chunk-bm25, from the seed step
-    "identifier": 0.0,
-    "rare": 1.0,  # words of the task at most three files use (fitted on django at 1.5; 1.0 on all 407, and in 10 of 12 leave-one-repository-out folds)  # compound identifiers: already in the BM25 terms; no gain measured on its own
+    "identifier": 0.0,  # compound identifiers: already in the BM25 terms; no gain measured on its own
+    "rare": 1.0,  # task words at most three files use: 1.0 fitted on the 407, and in 10 of 12 leave-one-repository-out folds
     "path": 2.0,
     "symbol": 0.75,
     "title-symbol": 1.5,
