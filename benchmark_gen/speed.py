@@ -28,7 +28,9 @@ Per root, with a fresh cache directory:
   removed); switch_update_s: a fresh process opening that cache until queryable; switch_back_s: the
   same after turning the tree back into ROOT (the facts of the versions it held are reused, not
   extracted again); switch_daemon_s: a running daemon's next `ctx-lsp context` call (refresh
-  included); *_ratio: each over switch_cold_s.
+  included); *_ratio: each over switch_cold_s. switch_update_phases_s: where that fresh process spent
+  the update (WorkspaceIndex.phases); switch_floor_ratio: the update without its extraction phase, over
+  switch_cold_s (what reusing facts below the file could reach at best, loading and re-binding as they are).
 - cold_phases_s / warm_phases_s: where those two processes spent their time (WorkspaceIndex.phases:
   load, discover, decode, install, extract, bind, graph, flow, save, and the coverage/history producers).
 - peer_scip_python_* (with --peer scip-python): Sourcegraph's scip-python indexes the same tree after ours, its
@@ -379,6 +381,14 @@ def _sync_tree(tree: Path, other: Path) -> int:
     return touched
 
 
+def _queryable(events: list[tuple[float, dict[str, Any]]]) -> tuple[float, dict[str, float]]:
+    """Seconds from launch to the child's "queryable" event, and the index phases it reported."""
+    for t, e in events:
+        if e.get("event") == "queryable":
+            return t, dict(e.get("phases") or {})
+    raise RuntimeError("benchmark subprocess never became queryable")
+
+
 def measure_switch(root: Path, other: Path) -> dict[str, Any]:
     """A checkout that changes many files (a branch switch, a pull): a copy of ROOT indexed cold, then
     turned into OTHER (another version of the same project); the update timed two ways, each beside that
@@ -390,14 +400,19 @@ def measure_switch(root: Path, other: Path) -> dict[str, Any]:
         for how in ("process", "daemon"):
             tree, cache = tmp / how / "tree", tmp / how / "cache"
             shutil.copytree(root, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-            t_cold = dict((e["event"], t) for t, e in _events(*_spawn(["cold", str(tree), str(cache)])))["queryable"]
+            cold = _queryable(_events(*_spawn(["cold", str(tree), str(cache)])))
+            t_cold = cold[0]
             out.setdefault("switch_cold_s", round(t_cold, 3))
             if how == "process":
                 out["switch_files"] = _sync_tree(tree, other)
                 args = ["warm", str(tree), str(cache), "--edits", "0", "--queries", "0"]
-                t_upd = dict((e["event"], t) for t, e in _events(*_spawn(args)))["queryable"]
+                t_upd, phases = _queryable(_events(*_spawn(args)))
                 out["switch_update_s"] = round(t_upd, 3)
                 out["switch_ratio"] = round(t_upd / t_cold, 3)
+                out["switch_update_phases_s"] = {k: round(v, 3) for k, v in phases.items()}
+                # the update with its extraction taken out: the floor that reusing facts below the
+                # file could reach, with loading and re-binding as they are
+                out["switch_floor_ratio"] = round(max(0.0, t_upd - phases.get("extract", 0.0)) / t_cold, 3)
                 _sync_tree(tree, root)  # and back, as after reviewing a branch
                 t_back = dict((e["event"], t) for t, e in _events(*_spawn(args)))["queryable"]
                 out["switch_back_s"] = round(t_back, 3)

@@ -114,6 +114,10 @@ def test_switch_lays_out_the_other_version_and_times_the_update(tmp_path: Path) 
     assert row["switch_files"] == 3
     for key in ("switch_cold_s", "switch_update_s", "switch_daemon_s", "switch_ratio", "switch_daemon_ratio"):
         assert isinstance(row[key], float) and row[key] > 0, key
+    # where the update went: the two changed or added files were extracted and bound again
+    phases = row["switch_update_phases_s"]
+    assert phases["extract"] > 0 and "bind" in phases
+    assert 0 <= row["switch_floor_ratio"] < row["switch_ratio"]
     assert (a / "pkg" / "old.py").exists() and not (a / "pkg" / "new.py").exists()  # ROOT itself untouched
 
 def test_speed_peer_scip_python_on_the_same_tree(tmp_path: Path) -> None:
