@@ -400,8 +400,7 @@ def measure_switch(root: Path, other: Path) -> dict[str, Any]:
         for how in ("process", "daemon"):
             tree, cache = tmp / how / "tree", tmp / how / "cache"
             shutil.copytree(root, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-            cold = _queryable(_events(*_spawn(["cold", str(tree), str(cache)])))
-            t_cold = cold[0]
+            t_cold, _ = _queryable(_events(*_spawn(["cold", str(tree), str(cache)])))
             out.setdefault("switch_cold_s", round(t_cold, 3))
             if how == "process":
                 out["switch_files"] = _sync_tree(tree, other)
@@ -414,7 +413,7 @@ def measure_switch(root: Path, other: Path) -> dict[str, Any]:
                 # file could reach, with loading and re-binding as they are
                 out["switch_floor_ratio"] = round(max(0.0, t_upd - phases.get("extract", 0.0)) / t_cold, 3)
                 _sync_tree(tree, root)  # and back, as after reviewing a branch
-                t_back = dict((e["event"], t) for t, e in _events(*_spawn(args)))["queryable"]
+                t_back, _ = _queryable(_events(*_spawn(args)))
                 out["switch_back_s"] = round(t_back, 3)
                 out["switch_back_ratio"] = round(t_back / t_cold, 3)
                 continue

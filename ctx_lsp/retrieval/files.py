@@ -134,7 +134,7 @@ class FileLexicalIndex:
                     scores[p] = scores.get(p, 0.0) + idf
         return scores
 
-    def rare_matches(self, query: str, keep: Callable[[str], bool] | None = None) -> dict[str, float]:
+    def rare_matches(self, query: str) -> dict[str, float]:
         """Files holding the task's rare words: a term of RARE_MIN_CHARS or more that at most RARE_FILES
         files of the workspace use (a setting, a message word, an unusual name) pins them, each
         holder getting 1/df. BM25 adds such a word to every common word of the task, and on a long
@@ -148,8 +148,7 @@ class FileLexicalIndex:
                 continue
             share = 1.0 / len(holders)
             for p in holders:
-                if keep is None or keep(p):
-                    scores[p] = scores.get(p, 0.0) + share
+                scores[p] = scores.get(p, 0.0) + share
         return scores
 
     def path_matches(self, query: str, keep: Callable[[str], bool] | None = None) -> dict[str, float]:
