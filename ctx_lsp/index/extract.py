@@ -77,6 +77,13 @@ def words_digest(words: list[str]) -> str:
     return hashlib.blake2b("\0".join(words).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest() if words else ""
 
 
+def lines_digest(lines: list[str], first: int, last: int) -> str:
+    """Digest of lines [first, last] (1-based): how a checkout finds a statement whose text it kept
+    (index/statement_reuse.py)."""
+    return hashlib.blake2b("\n".join(lines[first - 1 : last]).encode("utf-8", "surrogatepass"),
+                           digest_size=8).hexdigest()
+
+
 def _file_terms(text: str) -> dict[str, int]:
     from ctx_lsp.retrieval.text import (
         term_counts,  # the one tokenizer of lexical search (no cycle: text imports nothing here)
@@ -133,8 +140,9 @@ class _Visitor:
         self.declared_global: set[str] = set()
         self.docstring: ast.AST | None = None  # the bare string statement being visited: not a literal
         self.attempts: set[str] = set()  # top-level names the statement being visited defines or redefines
-        # per top-level statement: (first line, last line, names it defines, digest of its module-level words)
-        self.statements: list[tuple[int, int, tuple[str, ...], str]] = []
+        # per top-level statement: (first line, last line, names it defines, digest of its module-level
+        # words, digest of its text)
+        self.statements: list[tuple[int, int, tuple[str, ...], str, str]] = []
 
     # -- helpers -------------------------------------------------------------------------
     def col(self, line: int, byte_col: int) -> int:
@@ -187,8 +195,9 @@ class _Visitor:
                 self.facts.errors.append(f"line {stmt.lineno}: nested too deeply; facts of this statement are partial")
                 self._back_to_module()
             first = min([d.lineno for d in getattr(stmt, "decorator_list", ())] + [stmt.lineno])
-            self.statements.append((first, stmt.end_lineno or stmt.lineno, tuple(sorted(self.attempts)),
-                                    words_digest(module_words[before:])))
+            last = stmt.end_lineno or stmt.lineno
+            self.statements.append((first, last, tuple(sorted(self.attempts)), words_digest(module_words[before:]),
+                                    lines_digest(self.lines, first, last)))
         self.facts.words = " ".join(module_words + ([self.facts.doc] if self.facts.doc else []))
 
     def attempt(self, qual: str) -> None:

@@ -42,7 +42,7 @@ from ctx_lsp.retrieval.text import term_counts
 T = TypeVar("T")
 
 
-Span = tuple[int, int, tuple[str, ...], str]  # FileFacts.tops: first, last, names defined, module-words digest
+Span = tuple[int, int, tuple[str, ...], str, str]  # FileFacts.tops: first, last, names, module-words and text digests
 
 
 class _Part:
@@ -217,7 +217,7 @@ def _splice_range(old: FileFacts, a: list[str], b: list[str], first: int, last: 
     out.flows = spliced("flows", lambda x: (x[0], x[1], x[2] + delta, *x[3:]))
     out.all_names = new.facts.all_names if "__all__" in names else old.all_names
     out.doc, out.words = old.doc, old.words
-    out.tops = [*spans[:i], *new.tops, *((f + delta, la + delta, n, w) for f, la, n, w in spans[j:])]
+    out.tops = [*spans[:i], *new.tops, *((f + delta, la + delta, n, w, h) for f, la, n, w, h in spans[j:])]
     terms = Counter(old.terms)
     terms.subtract(term_counts("\n".join(a[first - 1 : last])))
     terms.update(term_counts("\n".join(b[first - 1 : last + delta])))

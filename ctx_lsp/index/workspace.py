@@ -34,6 +34,7 @@ from ctx_lsp.index.modules import PATH_DEP, Workspace, changed_names, interface_
 from ctx_lsp.index.previous import SECTION as PREVIOUS_SECTION
 from ctx_lsp.index.previous import PreviousFacts
 from ctx_lsp.index.splice import splice
+from ctx_lsp.index.statement_reuse import reuse_statements
 from ctx_lsp.index.store import (
     IndexStore,
     binding_from_wire,
@@ -136,13 +137,21 @@ def _flow_input(b: FileBinding) -> tuple[list[tuple], frozenset[tuple[str, str]]
     return b.flows, calls, tuple((e.src, e.dst) for e in b.edges if e.kind == _OVERRIDES)
 
 
+# the facts the index held before an update, for extraction to reuse statements from
+# (statement_reuse.py): set around an update's extraction, inherited by forked workers
+_OLD_FACTS: dict[str, FileFacts] = {}
+
+
 def _extract_one(root: str, rel: str, max_bytes: int) -> tuple[str, FileFacts | None, str | None, int, int]:
     read = read_source(Path(root), rel, max_bytes)
     data, size, mtime = read.data, read.size, read.mtime_ns
     if data is None:
         return rel, None, read.reason, size, mtime
     text, decode_error = decode_source(data)
-    facts, reason = _extract_guarded(rel, text, content_digest(data))
+    digest = content_digest(data)
+    old = _OLD_FACTS.get(rel)
+    reused = _reuse_guarded(old, text, digest) if old is not None and decode_error is None else None
+    facts, reason = (reused, None) if reused is not None else _extract_guarded(rel, text, digest)
     if facts is None:
         return rel, None, reason, size, mtime
     if decode_error:
@@ -158,6 +167,15 @@ def _extract_guarded(rel: str, text: str, digest: str | None = None) -> tuple[Fi
     except (RecursionError, MemoryError) as exc:
         log.warning("could not index %s: %s", rel, type(exc).__name__)
         return None, f"skipped: could not be indexed ({type(exc).__name__}: nested too deeply or too large)"
+
+
+def _reuse_guarded(old: FileFacts, text: str, digest: str) -> FileFacts | None:
+    """reuse_statements behind the per-file boundary: any failure only costs the reuse."""
+    try:
+        return reuse_statements(old, text, digest)
+    except Exception:
+        log.exception("reusing the statements of %s failed; extracting it whole", old.path)
+        return None
 
 
 def _bind_guarded(binder: Binder, path: str) -> FileBinding:
@@ -509,8 +527,18 @@ class WorkspaceIndex:
         return rest
 
     def _extract_many(self, todo: list[str], files: dict[str, Path], progress: Progress | None) -> dict[str, FileFacts]:
+        global _OLD_FACTS
         out: dict[str, FileFacts] = {}
         todo = self._reuse_known(todo, out)
+        _OLD_FACTS = self.facts  # a changed file's kept statements keep their facts (statement_reuse.py)
+        try:
+            self._extract_into(todo, files, progress, out)
+        finally:
+            _OLD_FACTS = {}
+        return out
+
+    def _extract_into(self, todo: list[str], files: dict[str, Path], progress: Progress | None,
+                      out: dict[str, FileFacts]) -> None:
         root = str(self.root)
         items = [(root, rel, self.filter.max_bytes) for rel in todo]
         total = len(items)
@@ -545,7 +573,6 @@ class WorkspaceIndex:
             self.skipped.pop(rel, None)
             out[rel] = facts
             self.state[rel] = FileState(size, mtime, facts.digest)
-        return out
 
     # -- incremental updates -------------------------------------------------------------
     def _apply(self, changed: dict[str, FileFacts | None], progress: Progress | None = None) -> int:

@@ -1,0 +1,201 @@
+"""A checkout's changed file extracted from the top-level statements it kept.
+
+A branch switch or a pull rewrites a few hundred files, mostly the project's large, busy modules, and
+changes a few functions in each: on a Django pair four months apart 44% of the changed files' lines
+were top-level statements whose text the old version held too. The old text is gone by then, but
+the old facts record each top-level statement's lines and a digest of its text (`FileFacts.tops`).
+`reuse_statements` finds those texts in the new file, keeps their facts (lines shifted) and extracts
+only the rest, or returns None and the caller extracts the whole file; either way the result equals
+`extract(path, new_text)` field for field (tests/test_statement_reuse.py checks it on real files).
+
+Why a found text is the same statement: every stretch between found statements is parsed on its own
+and must parse whole, so no bracket, string, decorator or block runs across a boundary, and each found
+text parsed whole in the old file. Where a statement's facts depend on others it declines, as
+splice.py does: a name two top-level statements define, changed module-level words or module
+docstring, a `__future__` import that moved, a file at the literal cap, old facts with errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ctx_lsp.index.chunk_terms import chunk_texts
+from ctx_lsp.index.extract import MAX_LITERALS, _file_terms, lines_digest
+from ctx_lsp.index.facts import FileFacts, Import, Site, pack_records, split_lines, unpack_records
+from ctx_lsp.index.splice import Span, _chunked, _extract_part, _shift_def
+from ctx_lsp.retrieval.text import term_counts  # the one tokenizer of lexical search; imports nothing of ours
+
+# how many following statement starts a found statement may run over (decorators, a column-0 line
+# inside a string): a bound on the digests tried per start
+MAX_STARTS_SPANNED = 8
+
+
+def _code_starts(b: list[str]) -> list[int]:
+    """1-based lines that may start a top-level statement: code at column 0 that does not continue the
+    line before (a backslash)."""
+    out = []
+    for i, line in enumerate(b):
+        if line and line[0] not in " \t#)]}" and not (i and b[i - 1].endswith("\\")):
+            out.append(i + 1)
+    return out
+
+
+def _last_code(b: list[str], first: int, before: int) -> int:
+    """The last line in [first, before) that is neither blank nor a comment; first - 1 when none."""
+    e = before - 1
+    while e >= first:
+        s = b[e - 1].lstrip()
+        if s and not s.startswith("#"):
+            break
+        e -= 1
+    return e
+
+
+def _find_kept(spans: list[Span], b: list[str]) -> list[tuple[int, int, int]]:
+    """(new first, new last, old statement index) of old statements whose text the new lines hold at a
+    statement start, in order, not overlapping."""
+    by_text: dict[tuple[int, str], int] = {}
+    for k, sp in enumerate(spans):
+        by_text.setdefault((sp[1] - sp[0] + 1, sp[4]), k)
+    lengths = {n for n, _ in by_text}
+    starts = _code_starts(b)
+    ends = [*starts[1:], len(b) + 1]
+    found: list[tuple[int, int, int]] = []
+    free = 1  # the first line a next statement may start at
+    for i, c in enumerate(starts):
+        if c < free:
+            continue
+        for nxt in ends[i : i + MAX_STARTS_SPANNED]:
+            e = _last_code(b, c, nxt)
+            n = e - c + 1
+            if n > 0 and n in lengths:
+                k = by_text.get((n, lines_digest(b, c, e)))
+                if k is not None:
+                    found.append((c, e, k))
+                    free = e + 1
+                    break
+    return found
+
+
+def _per_statement(items: Sequence[Any], line: Callable[[Any], int], spans: list[Span]) -> list[int] | None:
+    """Boundaries: statement k's items are items[bounds[k]:bounds[k + 1]]; None unless every item lies
+    inside its statement's lines, statements in order."""
+    bounds = [0] * (len(spans) + 1)
+    k = 0
+    m = len(spans)
+    for idx, it in enumerate(items):
+        ln = line(it)
+        while k < m and ln > spans[k][1]:
+            k += 1
+            bounds[k] = idx
+        if k == m or ln < spans[k][0]:
+            return None
+    for j in range(k + 1, m + 1):
+        bounds[j] = len(items)
+    return bounds
+
+
+_FIELDS: dict[str, tuple[Callable[[Any], int], Callable[[Any, int], Any]]] = {
+    "defs": (lambda d: d.start, lambda d, delta: _shift_def(d, delta)),
+    "imports": (lambda i: i.line, lambda i, delta: Import(i[0], i[1] + delta, *i[2:])),
+    "sites": (lambda x: x.line, lambda x, delta: Site(x[0], x[1] + delta, x[2], x[3], x[4])),
+    "literals": (lambda x: x[1], lambda x, delta: (x[0], x[1] + delta, x[2])),
+    "flows": (lambda x: x[2], lambda x, delta: (x[0], x[1], x[2] + delta, *x[3:])),
+}
+
+
+def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None:
+    """The facts of `text` (a new version of old's file) from old's facts of the top-level statements
+    it still holds and an extraction of the rest; None when that cannot be exact or saves nothing."""
+    spans = old.tops
+    if not spans or old.errors or old.digest == digest or "\r" in text or len(old.literals) >= MAX_LITERALS:
+        return None
+    b = split_lines(text)
+    found = _find_kept(spans, b)
+    if not found:
+        return None
+    bounds = {}
+    for name, (line, _) in _FIELDS.items():
+        got = _per_statement(getattr(old, name), line, spans)
+        if got is None:
+            return None
+        bounds[name] = got
+
+    # the pieces of the new file in order: kept statements and the stretches between them
+    pieces: list[tuple[str, int, int, int]] = []  # ("kept", first, last, k) | ("new", first, last, -1)
+    at = 1
+    for first, last, k in found:
+        if first > at:
+            pieces.append(("new", at, first - 1, -1))
+        pieces.append(("kept", first, last, k))
+        at = last + 1
+    if at <= len(b):
+        pieces.append(("new", at, len(b), -1))
+
+    out = FileFacts(path=old.path, digest=digest, lines=len(b), is_test_file=old.is_test_file)
+    tops: list[Span] = []
+    chunks: list[Any] = []
+    old_chunks = unpack_records(old.chunk_terms)
+    chunk_at = [1]  # chunk record index of each old def (records[0] is the module's)
+    for d in old.defs:
+        chunk_at.append(chunk_at[-1] + _chunked(d))
+    all_names: list[str] | None = None
+    doc: str | None = None
+    future_ok = True  # every piece so far is an old statement at its old index: a __future__ import stays legal
+    for kind, first, last, k in pieces:
+        if kind == "kept":
+            sp = spans[k]
+            delta = first - sp[0]
+            future_ok = future_ok and k == len(tops)
+            if not future_ok and any("__future__" in ln for ln in b[first - 1 : last]):
+                return None
+            if not tops:
+                if k != 0:
+                    return None  # another statement is first now: the module docstring may differ
+                doc = old.doc
+            for name, (_, shift) in _FIELDS.items():
+                lo, hi = bounds[name][k], bounds[name][k + 1]
+                items = getattr(old, name)[lo:hi]
+                getattr(out, name).extend(items if delta == 0 else [shift(x, delta) for x in items])
+            d_lo, d_hi = bounds["defs"][k], bounds["defs"][k + 1]
+            chunks.extend(old_chunks[chunk_at[d_lo] : chunk_at[d_hi]])
+            tops.append((first, last, sp[2], sp[3], sp[4]))
+            if "__all__" in sp[2]:
+                if next(j for j, s in enumerate(spans) if "__all__" in s[2]) != k:
+                    return None  # old __all__ came from an earlier statement
+                all_names = old.all_names
+            continue
+        if _last_code(b, first, last + 1) < first:
+            continue  # blank lines and comments only
+        future_ok = False
+        part = _extract_part(old.path, old.is_test_file, b, first, last - first + 1)
+        if part is None:
+            return None
+        pf = part.facts
+        if not tops and part.tops:
+            doc = pf.doc
+        for name in _FIELDS:
+            getattr(out, name).extend(getattr(pf, name))
+        chunks.extend([node_id, dict(term_counts(t))] for node_id, t in chunk_texts(pf)[1:])
+        if any("__all__" in s[2] for s in part.tops):
+            all_names = pf.all_names
+        tops.extend(part.tops)
+    # a name two statements define: the first definition wins, so their facts depend on each other
+    seen: set[str] = set()
+    for t in tops:
+        for n in t[2]:
+            if n in seen:
+                return None
+            seen.add(n)
+    if [t[3] for t in tops if t[3]] != [s[3] for s in spans if s[3]]:
+        return None  # the module-level words: a whole-file value
+    if (doc if doc is not None else "") != old.doc:
+        return None
+    out.literals = out.literals[:MAX_LITERALS]
+    out.all_names = all_names
+    out.doc, out.words = old.doc, old.words
+    out.tops = tops
+    out.terms = _file_terms(text)
+    out.chunk_terms = pack_records([old_chunks[0], *chunks])
+    return out
