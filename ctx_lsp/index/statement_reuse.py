@@ -26,11 +26,6 @@ from ctx_lsp.index.facts import FileFacts, Import, Site, pack_records, split_lin
 from ctx_lsp.index.splice import Span, _chunked, _extract_part, _shift_def
 from ctx_lsp.retrieval.text import term_counts  # the one tokenizer of lexical search; imports nothing of ours
 
-# how many following statement starts a found statement may run over (decorators, a column-0 line
-# inside a string): a bound on the digests tried per start
-MAX_STARTS_SPANNED = 8
-
-
 def _code_starts(b: list[str]) -> list[int]:
     """1-based lines that may start a top-level statement: code at column 0 that does not continue the
     line before (a backslash)."""
@@ -54,23 +49,34 @@ def _last_code(b: list[str], first: int, before: int) -> int:
 
 def _find_kept(spans: list[Span], b: list[str]) -> list[tuple[int, int, int]]:
     """(new first, new last, old statement index) of old statements whose text the new lines hold at a
-    statement start, in order, not overlapping."""
+    statement start, in order, not overlapping. A statement ends on a code line whose next code line
+    starts a statement (or the file ends): only such ranges of an old statement's length are hashed."""
     by_text: dict[tuple[int, str], int] = {}
     for k, sp in enumerate(spans):
         by_text.setdefault((sp[1] - sp[0] + 1, sp[4]), k)
-    lengths = {n for n, _ in by_text}
+    lengths = sorted({n for n, _ in by_text})
     starts = _code_starts(b)
-    ends = [*starts[1:], len(b) + 1]
+    n = len(b)
+    # ends[e]: line e (1-based) may end a statement: code, and the next code line starts one or none is left
+    ends = [False] * (n + 2)
+    is_start = set(starts)
+    following_ok = True  # whether the next code line below is a statement start (or none)
+    for e in range(n, 0, -1):
+        s = b[e - 1].lstrip()
+        if s and not s.startswith("#"):
+            ends[e] = following_ok
+            following_ok = e in is_start
     found: list[tuple[int, int, int]] = []
     free = 1  # the first line a next statement may start at
-    for i, c in enumerate(starts):
+    for c in starts:
         if c < free:
             continue
-        for nxt in ends[i : i + MAX_STARTS_SPANNED]:
-            e = _last_code(b, c, nxt)
-            n = e - c + 1
-            if n > 0 and n in lengths:
-                k = by_text.get((n, lines_digest(b, c, e)))
+        for length in lengths:
+            e = c + length - 1
+            if e > n:
+                break
+            if ends[e]:
+                k = by_text.get((length, lines_digest(b, c, e)))
                 if k is not None:
                     found.append((c, e, k))
                     free = e + 1

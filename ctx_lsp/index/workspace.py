@@ -98,6 +98,7 @@ class BuildReport:
     extracted: int = 0
     rebound: int = 0
     reused: int = 0  # files whose facts a checkout back to them took from WorkspaceIndex.previous
+    partial: int = 0  # of `extracted`, files that kept their unchanged top-level statements' facts (statement_reuse.py)
     seconds: float = 0.0
     warm: bool = False
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds per stage (see WorkspaceIndex.phases)
@@ -142,21 +143,25 @@ def _flow_input(b: FileBinding) -> tuple[list[tuple], frozenset[tuple[str, str]]
 _OLD_FACTS: dict[str, FileFacts] = {}
 
 
-def _extract_one(root: str, rel: str, max_bytes: int) -> tuple[str, FileFacts | None, str | None, int, int]:
+Extracted = tuple[str, FileFacts | None, str | None, int, int, bool]  # (path, facts, skip reason, size, mtime, partial)
+
+
+def _extract_one(root: str, rel: str, max_bytes: int) -> Extracted:
+    """One file read and extracted; `partial`: its kept statements' facts came from the old ones."""
     read = read_source(Path(root), rel, max_bytes)
     data, size, mtime = read.data, read.size, read.mtime_ns
     if data is None:
-        return rel, None, read.reason, size, mtime
+        return rel, None, read.reason, size, mtime, False
     text, decode_error = decode_source(data)
     digest = content_digest(data)
     old = _OLD_FACTS.get(rel)
     reused = _reuse_guarded(old, text, digest) if old is not None and decode_error is None else None
     facts, reason = (reused, None) if reused is not None else _extract_guarded(rel, text, digest)
     if facts is None:
-        return rel, None, reason, size, mtime
+        return rel, None, reason, size, mtime, False
     if decode_error:
         facts.errors.insert(0, decode_error)
-    return rel, facts, None, size, mtime
+    return rel, facts, None, size, mtime, reused is not None
 
 
 def _extract_guarded(rel: str, text: str, digest: str | None = None) -> tuple[FileFacts | None, str | None]:
@@ -186,7 +191,7 @@ def _bind_guarded(binder: Binder, path: str) -> FileBinding:
         return FileBinding(path)
 
 
-def _extract_chunk(items: list[tuple[str, str, int]]) -> list[tuple[str, FileFacts | None, str | None, int, int]]:
+def _extract_chunk(items: list[tuple[str, str, int]]) -> list[Extracted]:
     return [_extract_one(*it) for it in items]
 
 
@@ -325,6 +330,7 @@ class WorkspaceIndex:
         self.save_sections[PREVIOUS_SECTION] = self.previous.section
         self.reused = 0  # files the last extraction took from `previous` instead of extracting
         self.kept = 0  # files the last extraction kept as they were (stat changed, content not)
+        self.partial = 0  # files the last extraction built partly from their kept statements' facts
         self.overlay_text: dict[str, str] = {}  # editor buffers (unsaved text), by path
         # True: a build or refresh writes the cache from a forked child while this process goes on to
         # answer (where `may_fork`: the CLI, speed's children, the daemon; others write inline)
@@ -389,6 +395,7 @@ class WorkspaceIndex:
             with _timed(ph, "extract"):
                 fresh = self._extract_many(todo, found.files, progress)
             report.extracted, report.reused = len(fresh) - self.reused - self.kept, self.reused
+            report.partial = self.partial
             changes: dict[str, FileFacts | None] = {
                 rel: f for rel, f in fresh.items() if rel not in self.facts or self.facts[rel].digest != f.digest
             }
@@ -542,7 +549,7 @@ class WorkspaceIndex:
         root = str(self.root)
         items = [(root, rel, self.filter.max_bytes) for rel in todo]
         total = len(items)
-        results: list[tuple[str, FileFacts | None, str | None, int, int]] = []
+        results: list[Extracted] = []
         if self.workers > 1 and total >= 2 * self.workers and may_start_processes() and (
                 total >= PARALLEL_THRESHOLD or _bytes_at_least(files, todo, PARALLEL_BYTES)):
             chunk = max(1 if total < PARALLEL_THRESHOLD else 16, total // (self.workers * 8))
@@ -566,7 +573,8 @@ class WorkspaceIndex:
                 results.append(_extract_one(*it))
                 if progress and (i % 50 == 0 or i == total - 1):
                     progress("parsing", i + 1, total)
-        for rel, facts, reason, size, mtime in results:
+        self.partial = sum(r[5] for r in results)
+        for rel, facts, reason, size, mtime, _ in results:
             if facts is None:
                 self.skipped[rel] = reason or "skipped"
                 continue
@@ -761,7 +769,11 @@ class WorkspaceIndex:
         st = self.state.get(rel)
         if old is not None and old.digest == digest and st is not None and st.overlay == overlay:
             return 0
-        facts = self._splice(rel, old, text, digest) if old is not None and old.digest != digest else None
+        facts = None
+        if old is not None and old.digest != digest:
+            # an edit whose old text is at hand re-extracts the statements it touched; otherwise (a
+            # file changed on disk) the statements whose text it kept keep their facts
+            facts = self._splice(rel, old, text, digest) or _reuse_guarded(old, text, digest)
         reason = None
         if facts is None:
             facts, reason = _extract_guarded(rel, text, digest)

@@ -1,0 +1,160 @@
+"""A checkout's changed file keeps the facts of the top-level statements whose text it still holds
+(index/statement_reuse.py): the result equals a whole extraction of the new text, field for field, on
+real files (this project's sources and the standard library's) changed the way a checkout changes
+them (several functions at once, statements added, removed and moved), and it declines where
+statements depend on each other or a kept text is no longer a statement."""
+
+from __future__ import annotations
+
+import ast
+import random
+import sysconfig
+from pathlib import Path
+
+import pytest
+from conftest import write_tree
+
+from ctx_lsp.index.extract import extract
+from ctx_lsp.index.facts import content_digest, split_lines
+from ctx_lsp.index.statement_reuse import reuse_statements
+from ctx_lsp.index.workspace import WorkspaceIndex
+
+ROOT = Path(__file__).resolve().parent.parent
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+FILES = sorted((ROOT / "ctx_lsp").rglob("*.py"))[1::3] + [
+    STDLIB / n for n in ("argparse.py", "dataclasses.py", "typing.py", "inspect.py", "ast.py", "functools.py",
+                         "tarfile.py", "unittest/mock.py", "email/_header_value_parser.py", "asyncio/base_events.py",
+                         "__future__.py", "textwrap.py")
+    if (STDLIB / n).exists()]
+
+
+def _digest(text: str) -> str:
+    return content_digest(text.encode("utf-8", "surrogatepass"))
+
+
+def _tops(tree: ast.Module) -> list[tuple[int, int]]:
+    return [(min([d.lineno for d in getattr(t, "decorator_list", ())] + [t.lineno]), t.end_lineno or t.lineno)
+            for t in tree.body]
+
+
+def _versions(text: str, rng: random.Random) -> list[tuple[str, str]]:
+    """(kind, new text): the changes a checkout brings to one file."""
+    lines = split_lines(text)
+    tree = ast.parse(text)
+    spans = _tops(tree)
+    bodies = [(n.lineno, n.col_offset) for t in tree.body if isinstance(t, (ast.FunctionDef, ast.ClassDef))
+              for n in ast.walk(t) if isinstance(n, ast.stmt) and n is not t and n.end_lineno == n.lineno]
+    out: list[tuple[str, str]] = []
+
+    def joined(ls: list[str]) -> str:
+        return "\n".join(ls) + "\n"
+
+    for _ in range(3):
+        if len(bodies) >= 3:
+            new = list(lines)
+            for line, indent in sorted(rng.sample(bodies, 3), reverse=True):
+                new[line:line] = [" " * indent + "probe = helper_probe(self, 'a changed line')"] * rng.randint(1, 3)
+            out.append(("three-bodies", joined(new)))
+    out.append(("append-def", text.rstrip("\n") + "\n\n\ndef _probe_appended(value):\n    return value\n"))
+    if len(spans) >= 2:
+        i = rng.randrange(len(spans))
+        f, la = spans[i]
+        out.append(("delete-statement", joined(lines[: f - 1] + lines[la:])))
+        j = rng.randrange(len(spans))
+        f2, la2 = spans[j]
+        if (f2, la2) != (f, la):
+            a, b = sorted([(f, la), (f2, la2)])
+            moved = lines[: a[0] - 1] + lines[b[0] - 1 : b[1]] + lines[a[1] : b[0] - 1] + lines[a[0] - 1 : a[1]] + lines[b[1]:]
+            out.append(("swap-statements", joined(moved)))
+        dup = lines[:la] + [""] + lines[f - 1 : la] + lines[la:]
+        out.append(("duplicate-statement", joined(dup)))
+        wrapped = lines[: f - 1] + ['_probe_text = """'] + lines[f - 1 : la] + ['"""'] + lines[la:]
+        out.append(("statement-inside-a-string", joined(wrapped)))
+        # a def's body continues below its old last line: its old text is no longer a whole statement
+        indented = lines[:la] + ["    continued_probe()"] + lines[la:]
+        out.append(("indented-after-statement", joined(indented)))
+    out.append(("docstring-first", '"""A new module docstring."""\n' + text))
+    out.append(("module-words", text.rstrip("\n") + "\nPROBE_SETTING = compute_probe('words')\n"))
+    out.append(("all", text.rstrip("\n") + "\n__all__ = ['a', 'b']\n"))
+    out.append(("broken", text.rstrip("\n") + "\ndef broken(:\n"))
+    return out
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_reused_statements_give_a_whole_extraction(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    rel = path.name
+    old = extract(rel, text)
+    assert old.tops and all(len(t) == 5 for t in old.tops), "a file that parses records each statement's digest"
+    reused: dict[str, int] = {}
+    for kind, new_text in _versions(text, random.Random(path.name)):
+        digest = _digest(new_text)
+        got = reuse_statements(old, new_text, digest)
+        if got is None:
+            continue
+        reused[kind] = reused.get(kind, 0) + 1
+        assert got == extract(rel, new_text, digest), kind
+    assert reused.get("append-def") == 1
+    # a kept text inside a new string is no statement: the stretch before it does not parse alone
+    assert "broken" not in reused and "statement-inside-a-string" not in reused
+
+
+def test_most_checkout_changes_keep_statements() -> None:
+    done = tried = 0
+    for path in FILES:
+        text = path.read_text(encoding="utf-8")
+        old = extract(path.name, text)
+        for kind, new_text in _versions(text, random.Random(path.name)):
+            if kind in ("three-bodies", "delete-statement", "swap-statements"):
+                tried += 1
+                done += reuse_statements(old, new_text, _digest(new_text)) is not None
+    assert tried > 40 and done >= tried * 2 // 3
+
+
+def test_statements_that_depend_on_each_other_or_moved_are_declined() -> None:
+    text = "from __future__ import annotations\n\n\ndef f():\n    return 1\n\n\ndef g():\n    return f()\n"
+    old = extract("m.py", text)
+    # a second `f`: the first definition wins, so the two statements' facts depend on each other
+    twice = text + "\n\ndef f():\n    return 2\n"
+    assert reuse_statements(old, twice, _digest(twice)) is None
+    # a new module docstring (a whole-file value)
+    doc = '"""Doc."""\n' + text
+    assert reuse_statements(old, doc, _digest(doc)) is None
+    # the __future__ import kept its text but is no longer first: the file does not compile whole
+    moved = "import os\n" + text
+    assert reuse_statements(old, moved, _digest(moved)) is None
+    # g's body changed, f kept: f's facts are kept, and the lines are the new ones
+    edited = text.replace("    return f()", "    x = f()\n    return x")
+    got = reuse_statements(old, edited, _digest(edited))
+    assert got is not None and got == extract("m.py", edited)
+    # f moved below g: kept, shifted
+    swapped = "from __future__ import annotations\n\n\ndef g():\n    return f()\n\n\ndef f():\n    return 1\n"
+    got = reuse_statements(old, swapped, _digest(swapped))
+    assert got is not None and got == extract("m.py", swapped)
+    assert [t[:3] for t in got.tops or []] == [(1, 1, ()), (4, 5, ("g",)), (8, 9, ("f",))]
+
+
+def test_a_checkout_keeps_statements_and_equals_a_scratch_build(tmp_path: Path) -> None:
+    """A checkout rewriting a large module (several functions changed, one added, one removed) is
+    extracted from its kept statements, and the index equals a scratch build of the new tree."""
+    funcs = [f"def f{i}(x):\n    return g{i}(x) + {i}\n\n\ndef g{i}(y):\n    return y" for i in range(40)]
+    write_tree(tmp_path / "ws", {
+        "pkg/__init__.py": "",
+        "pkg/mod.py": "import os\n\n\n" + "\n\n\n".join(funcs) + "\n",
+        "pkg/use.py": "from pkg.mod import f3, g7\n\n\ndef run():\n    return f3(1) + g7(2)\n",
+    })
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    WorkspaceIndex(root, cache_dir=cache, workers=1).load_or_build()
+    changed = list(funcs)
+    changed[3] = "def f3(x):\n    y = g4(x)\n    return g3(y) + 3"
+    changed[7] = "def f7(x, scale=2):\n    return g7(x) * scale"
+    del changed[20]
+    changed.append("def added(z):\n    return f1(z)")
+    write_tree(root, {"pkg/mod.py": "import os\n\n\n" + "\n\n\n".join(changed) + "\n"})
+    index = WorkspaceIndex(root, cache_dir=cache, workers=1)
+    report = index.load_or_build()
+    assert report.warm and (report.extracted, report.partial) == (1, 1)
+    scratch = WorkspaceIndex(root, cache_dir=tmp_path / "scratch", workers=1)
+    scratch.load_or_build()
+    assert index.facts == scratch.facts
+    assert index.graph.snapshot() == scratch.graph.snapshot()
