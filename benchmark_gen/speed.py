@@ -29,8 +29,10 @@ Per root, with a fresh cache directory:
   same after turning the tree back into ROOT (the facts of the versions it held are reused, not
   extracted again); switch_daemon_s: a running daemon's next `ctx-lsp context` call (refresh
   included); *_ratio: each over switch_cold_s. switch_update_phases_s: where that fresh process spent
-  the update (WorkspaceIndex.phases); switch_floor_ratio: the update without its extraction phase, over
-  switch_cold_s (what reusing facts below the file could reach at best, loading and re-binding as they are).
+  the update (WorkspaceIndex.phases); switch_update_counts: its files extracted (`partial`: of those, built
+  from the facts of their kept top-level statements, index/statement_reuse.py), reused and re-bound;
+  switch_floor_ratio: the update without its extraction phase, over switch_cold_s (what reusing facts
+  below the file could reach at best, loading and re-binding as they are).
 - cold_phases_s / warm_phases_s: where those two processes spent their time (WorkspaceIndex.phases:
   load, discover, decode, install, extract, bind, graph, flow, save, and the coverage/history producers).
 - peer_scip_python_* (with --peer scip-python): Sourcegraph's scip-python indexes the same tree after ours, its
@@ -183,7 +185,9 @@ def child_warm(root: Path, cache: Path, edits: int, queries: int, seed: int) -> 
     engine.index.background_save = True  # as the CLI opens: answers before the cache is rewritten
     report = engine.open()
     _probe_query(engine.index)
-    _emit("queryable", warm=report.warm, rss_mb=_rss_mb(), phases=engine.index.phases)
+    _emit("queryable", warm=report.warm, rss_mb=_rss_mb(), phases=engine.index.phases,
+          counts={"extracted": report.extracted, "partial": report.partial, "reused": report.reused,
+                  "rebound": report.rebound})
 
     rng = random.Random(seed)
     q_ms: list[float] | None = []
@@ -381,11 +385,11 @@ def _sync_tree(tree: Path, other: Path) -> int:
     return touched
 
 
-def _queryable(events: list[tuple[float, dict[str, Any]]]) -> tuple[float, dict[str, float]]:
-    """Seconds from launch to the child's "queryable" event, and the index phases it reported."""
+def _queryable(events: list[tuple[float, dict[str, Any]]]) -> tuple[float, dict[str, Any]]:
+    """Seconds from launch to the child's "queryable" event, and that event."""
     for t, e in events:
         if e.get("event") == "queryable":
-            return t, dict(e.get("phases") or {})
+            return t, e
     raise RuntimeError("benchmark subprocess never became queryable")
 
 
@@ -405,10 +409,13 @@ def measure_switch(root: Path, other: Path) -> dict[str, Any]:
             if how == "process":
                 out["switch_files"] = _sync_tree(tree, other)
                 args = ["warm", str(tree), str(cache), "--edits", "0", "--queries", "0"]
-                t_upd, phases = _queryable(_events(*_spawn(args)))
+                t_upd, event = _queryable(_events(*_spawn(args)))
+                phases = dict(event.get("phases") or {})
                 out["switch_update_s"] = round(t_upd, 3)
                 out["switch_ratio"] = round(t_upd / t_cold, 3)
                 out["switch_update_phases_s"] = {k: round(v, 3) for k, v in phases.items()}
+                # files extracted (`partial` of them from their kept statements) and re-bound
+                out["switch_update_counts"] = dict(event.get("counts") or {})
                 # the update with its extraction taken out: the floor that reusing facts below the
                 # file could reach, with loading and re-binding as they are
                 out["switch_floor_ratio"] = round(max(0.0, t_upd - phases.get("extract", 0.0)) / t_cold, 3)

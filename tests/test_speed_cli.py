@@ -92,7 +92,8 @@ def test_switch_lays_out_the_other_version_and_times_the_update(tmp_path: Path) 
     from benchmark_gen.speed import _sync_tree, measure_switch
 
     a, b = tmp_path / "a", tmp_path / "b"
-    for root, body in ((a, "def build():\n    return 1\n"), (b, "def build():\n    return 2\n")):
+    kept = "\n\ndef keep():\n    return 0\n"
+    for root, body in ((a, "def build():\n    return 1\n" + kept), (b, "def build():\n    return 2\n" + kept)):
         (root / "pkg").mkdir(parents=True)
         (root / "pkg" / "__init__.py").write_text("")
         (root / "pkg" / "store.py").write_text(body)
@@ -118,6 +119,9 @@ def test_switch_lays_out_the_other_version_and_times_the_update(tmp_path: Path) 
     phases = row["switch_update_phases_s"]
     assert phases["extract"] > 0 and "bind" in phases
     assert 0 <= row["switch_floor_ratio"] < row["switch_ratio"]
+    # store.py and new.py extracted, store.py from its kept statement (`keep`), both re-bound
+    counts = row["switch_update_counts"]
+    assert counts["extracted"] == 2 and counts["partial"] == 1 and counts["rebound"] >= 2
     assert (a / "pkg" / "old.py").exists() and not (a / "pkg" / "new.py").exists()  # ROOT itself untouched
 
 def test_speed_peer_scip_python_on_the_same_tree(tmp_path: Path) -> None:
