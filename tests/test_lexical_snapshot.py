@@ -238,3 +238,30 @@ def test_ids_added_to_terms_still_packed_wait_until_the_term_is_read_and_equal_a
     again = Postings()
     again.load(later.snapshot(lambda _i: True), set(), lambda item: item.split("::")[0])
     assert again.items() == eager.items()
+
+
+def test_files_only_re_bound_keep_their_lexical_entries_and_equal_a_scratch_build(tmp_path: Path) -> None:
+    """Renaming a function re-binds every file that imports it, but only the renamed file's text
+    changed: only it is indexed again, and the indexes equal a scratch build."""
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    users = {f"pkg/use{i}.py": f"from pkg.core import parse_token\n\n\ndef run{i}():\n    return parse_token({i})\n"
+             for i in range(6)}
+    write_tree(root, {"pkg/__init__.py": "", "pkg/core.py": "def parse_token(x):\n    return x\n"} | users)
+    e = Engine(root, cache_dir=cache)
+    e.open()
+    _state(e)
+    renamed = "def parse_token_value(x):\n    return x\n"
+    rebound = e.index.update_file("pkg/core.py", renamed)
+    (root / "pkg/core.py").write_text(renamed)
+    assert rebound == 7  # core.py and its six importers
+    set_paths: list[str] = []
+    original = e.retriever._set_lexical
+
+    def counting(f: object, path: str) -> None:
+        set_paths.append(path)
+        original(f, path)  # type: ignore[arg-type]
+
+    e.retriever._set_lexical = counting  # type: ignore[method-assign]
+    got = _state(e)
+    assert set_paths == ["pkg/core.py"]
+    assert got == _scratch(root, tmp_path, "scratch")

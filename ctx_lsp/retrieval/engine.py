@@ -143,7 +143,10 @@ class Retriever:
             return
         if self._dirty:
             for path in sorted(self._dirty):
-                self._set_lexical(facts.get(path), path)
+                f = facts.get(path)
+                # files only re-bound (a checkout re-binds their dependents too) hold the same facts
+                if f is None or self._applied.get(path) != f.digest:
+                    self._set_lexical(f, path)
                 if self._literals is not None:
                     self._literals.set_file(facts.get(path), path)
             self._dirty.clear()
