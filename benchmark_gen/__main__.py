@@ -22,6 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the random edits and queries")
     p.add_argument("--switch", default=None, metavar="OTHER",
                    help="another version of the (single) ROOT project: time the update after a checkout to it")
+    p.add_argument("--switch-runs", type=int, default=1,
+                   help="repeat the checkout measure N times and report medians (each ratio within its own run)")
     p.add_argument("--oneshot-runs", type=int, default=7,
                    help="one-shot `ctx-lsp context` processes per mode (in-process, daemon); 0 skips them")
     p.add_argument("--peer", action="append", choices=("scip-python",), default=None,

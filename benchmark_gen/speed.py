@@ -32,7 +32,8 @@ Per root, with a fresh cache directory:
   the update (WorkspaceIndex.phases); switch_update_counts: its files extracted (`partial`: of those, built
   from the facts of their kept top-level statements, index/statement_reuse.py), reused and re-bound;
   switch_floor_ratio: the update without its extraction phase, over switch_cold_s (what reusing facts
-  below the file could reach at best, loading and re-binding as they are).
+  below the file could reach at best, loading and re-binding as they are). --switch-runs N repeats the
+  whole measure and reports medians (switch_runs: N).
 - cold_phases_s / warm_phases_s: where those two processes spent their time (WorkspaceIndex.phases:
   load, discover, decode, install, extract, bind, graph, flow, save, and the coverage/history producers).
 - peer_scip_python_* (with --peer scip-python): Sourcegraph's scip-python indexes the same tree after ours, its
@@ -439,6 +440,21 @@ def measure_switch(root: Path, other: Path) -> dict[str, Any]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def median_switch(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Repeated checkout measures as one: the median of every number (each ratio is taken within its
+    own run, against that run's cold index), phase by phase; counts and file totals from the first
+    run (the same in every run); `switch_runs`: how many."""
+    out: dict[str, Any] = {"switch_runs": len(rows)}
+    for key, first in rows[0].items():
+        if isinstance(first, float):
+            out[key] = round(statistics.median(r[key] for r in rows), 3)
+        elif key == "switch_update_phases_s":
+            out[key] = {k: round(statistics.median(r[key].get(k, 0.0) for r in rows), 3) for k in first}
+        else:
+            out[key] = first
+    return out
+
+
 def measure_root(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     cache = Path(tempfile.mkdtemp(prefix="ctx-lsp-speed-"))
     try:
@@ -482,7 +498,8 @@ def measure_root(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         if getattr(args, "switch", None):
             other = Path(args.switch).resolve()
             _log(f"{root}: a checkout to {other} (copy indexed cold, then switched), fresh process and daemon")
-            rec.update(measure_switch(root, other))
+            runs = max(1, getattr(args, "switch_runs", 1))
+            rec.update(median_switch([measure_switch(root, other) for _ in range(runs)]))
         for name, fn in EXTRA_MEASURES.items():
             try:
                 rec.update(fn(root, cache, args))

@@ -225,3 +225,14 @@ def test_the_failure_summary_names_the_fatal_error_first() -> None:
     assert _failure_summary(b"ok\nError: boom\nbye\n") == "Error: boom"
     assert _failure_summary(b"a\nb\nc\nd\n") == "b / c / d"
     assert _failure_summary(b"") == "no output"
+
+
+def test_repeated_switch_measures_report_medians() -> None:
+    from benchmark_gen.speed import median_switch
+
+    rows = [{"switch_files": 3, "switch_cold_s": c, "switch_ratio": r, "switch_update_phases_s": {"extract": e},
+             "switch_update_counts": {"extracted": 2}} for c, r, e in ((9.0, 0.5, 1.0), (8.0, 0.7, 3.0), (10.0, 0.6, 2.0))]
+    got = median_switch(rows)
+    assert got["switch_runs"] == 3 and got["switch_files"] == 3
+    assert got["switch_cold_s"] == 9.0 and got["switch_ratio"] == 0.6
+    assert got["switch_update_phases_s"] == {"extract": 2.0} and got["switch_update_counts"] == {"extracted": 2}
