@@ -117,9 +117,11 @@ def test_statements_that_depend_on_each_other_or_moved_are_declined() -> None:
     # a second `f`: the first definition wins, so the two statements' facts depend on each other
     twice = text + "\n\ndef f():\n    return 2\n"
     assert reuse_statements(old, twice, _digest(twice)) is None
-    # a new module docstring (a whole-file value)
-    doc = '"""Doc."""\n' + text
-    assert reuse_statements(old, doc, _digest(doc)) is None
+    # a new module docstring and module-level words (whole-file values): put together again
+    plain = text.replace("from __future__ import annotations\n", "")
+    doc = '"""Doc of the module."""\n' + plain + "\nSETTING = configure('value', other=VALUE)\n"
+    got = reuse_statements(extract("m.py", plain), doc, _digest(doc))
+    assert got is not None and got == extract("m.py", doc) and got.doc == "Doc of the module."
     # the __future__ import kept its text but is no longer first: the file does not compile whole
     moved = "import os\n" + text
     assert reuse_statements(old, moved, _digest(moved)) is None
@@ -158,3 +160,21 @@ def test_a_checkout_keeps_statements_and_equals_a_scratch_build(tmp_path: Path) 
     scratch.load_or_build()
     assert index.facts == scratch.facts
     assert index.graph.snapshot() == scratch.graph.snapshot()
+
+
+def test_module_words_past_the_cap_are_cut_as_a_whole_extraction_cuts_them() -> None:
+    """The walk keeps a file's first MAX_WORDS module-level words: a statement whose words it cut
+    cannot be put together from the statements' own words, so the result equals a whole extraction
+    or nothing."""
+    from ctx_lsp.index.extract import MAX_WORDS
+
+    stmts = [f"NAME_{i} = combine({', '.join(f'w{i}_{j}' for j in range(30))})" for i in range(MAX_WORDS // 25)]
+    text = "\n".join(stmts) + "\n\n\ndef f():\n    return 1\n"
+    old = extract("m.py", text)
+    assert sum(len(t[3]) for t in old.tops or []) == MAX_WORDS  # the cut was reached
+    for new_text in (text.replace("w0_0", "changed_word"), text.replace("return 1", "return 2"),
+                     "\n".join(stmts[1:]) + "\n\n\ndef f():\n    return 1\n"):
+        got = reuse_statements(old, new_text, _digest(new_text))
+        assert got is None or got == extract("m.py", new_text)
+    body_only = text.replace("return 1", "return 2")
+    assert reuse_statements(old, body_only, _digest(body_only)) is not None  # the words did not move

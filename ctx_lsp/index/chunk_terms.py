@@ -13,9 +13,13 @@ from ctx_lsp.index.model import symbol_id
 from ctx_lsp.retrieval.text import term_counts  # the one tokenizer of lexical search; imports nothing of ours
 
 
+def module_chunk_text(path: str, doc: str, words: str) -> str:
+    return f"{path} {doc} {words}"
+
+
 def chunk_texts(facts: FileFacts) -> list[tuple[str, str]]:
     """(node id, text) per chunk, the module's first."""
-    out = [(facts.path, f"{facts.path} {facts.doc} {facts.words}")]
+    out = [(facts.path, module_chunk_text(facts.path, facts.doc, facts.words))]
     for d in facts.defs:
         if d.kind == "variable" and "." in d.qual:
             continue  # class attributes are covered by their class's chunk

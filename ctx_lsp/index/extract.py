@@ -66,15 +66,15 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
         facts.flows = flow_facts(tree, visitor.col)
         if not facts.errors:
             facts.tops = visitor.statements
-    facts.words = " ".join([_path_words(path), facts.words])[: MAX_WORDS * 8]
+    facts.words = file_words(path, facts.words)
     facts.terms = _file_terms(text)
     facts.chunk_terms = chunk_term_counts(facts)
     return facts
 
 
-def words_digest(words: list[str]) -> str:
-    """A statement's module-level words, short ("" for none, most statements'), stable across processes."""
-    return hashlib.blake2b("\0".join(words).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest() if words else ""
+def file_words(path: str, module_words: str) -> str:
+    """`FileFacts.words`: path words, then the module-level words and docstring (`_Visitor.run`)."""
+    return " ".join([_path_words(path), module_words])[: MAX_WORDS * 8]
 
 
 def lines_digest(lines: list[str], first: int, last: int) -> str:
@@ -140,9 +140,9 @@ class _Visitor:
         self.declared_global: set[str] = set()
         self.docstring: ast.AST | None = None  # the bare string statement being visited: not a literal
         self.attempts: set[str] = set()  # top-level names the statement being visited defines or redefines
-        # per top-level statement: (first line, last line, names it defines, digest of its module-level
-        # words, digest of its text)
-        self.statements: list[tuple[int, int, tuple[str, ...], str, str]] = []
+        # per top-level statement: (first line, last line, names it defines, the module-level words it
+        # adds, digest of its text)
+        self.statements: list[tuple[int, int, tuple[str, ...], tuple[str, ...], str]] = []
 
     # -- helpers -------------------------------------------------------------------------
     def col(self, line: int, byte_col: int) -> int:
@@ -196,7 +196,7 @@ class _Visitor:
                 self._back_to_module()
             first = min([d.lineno for d in getattr(stmt, "decorator_list", ())] + [stmt.lineno])
             last = stmt.end_lineno or stmt.lineno
-            self.statements.append((first, last, tuple(sorted(self.attempts)), words_digest(module_words[before:]),
+            self.statements.append((first, last, tuple(sorted(self.attempts)), tuple(module_words[before:]),
                                     lines_digest(self.lines, first, last)))
         self.facts.words = " ".join(module_words + ([self.facts.doc] if self.facts.doc else []))
 

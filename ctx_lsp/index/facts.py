@@ -101,11 +101,11 @@ class FileFacts:
     # each symbol chunk's term counts, packed (index/chunk_terms.py): the chunk BM25 index's input
     chunk_terms: bytes = b""
     # per top-level statement, when the file parsed whole: its first line (decorators included), last
-    # line, the top-level names it defines or redefines (a qual's first part), a digest of the
-    # module-level words it adds and a digest of its text: what an edit re-extracting statements alone
-    # checks (index/splice.py) and what a checkout finds kept (index/statement_reuse.py); None for
-    # repaired or parso facts
-    tops: list[tuple[int, int, tuple[str, ...], str, str]] | None = None
+    # line, the top-level names it defines or redefines (a qual's first part), the module-level words
+    # it adds (most statements none) and a digest of its text: what an edit re-extracting statements
+    # alone checks (index/splice.py) and what a checkout finds kept (index/statement_reuse.py); None
+    # for repaired or parso facts
+    tops: list[tuple[int, int, tuple[str, ...], tuple[str, ...], str]] | None = None
     # `sites` packed (see pack_sites) while nobody has read them: a warm start loads every file's
     # facts, but only a re-bind or jedi refinement reads a file's sites (280k on Django)
     packed_sites: bytes | None = field(default=None, repr=False, compare=False)

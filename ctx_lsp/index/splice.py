@@ -42,7 +42,7 @@ from ctx_lsp.retrieval.text import term_counts
 T = TypeVar("T")
 
 
-Span = tuple[int, int, tuple[str, ...], str, str]  # FileFacts.tops: first, last, names, module-words and text digests
+Span = tuple[int, int, tuple[str, ...], tuple[str, ...], str]  # FileFacts.tops: first, last, names, module words, text digest
 
 
 class _Part:

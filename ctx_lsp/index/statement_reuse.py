@@ -11,8 +11,9 @@ only the rest, or returns None and the caller extracts the whole file; either wa
 Why a found text is the same statement: every stretch between found statements is parsed on its own
 and must parse whole, so no bracket, string, decorator or block runs across a boundary, and each found
 text parsed whole in the old file. Where a statement's facts depend on others it declines, as
-splice.py does: a name two top-level statements define, changed module-level words or module
-docstring, a `__future__` import that moved, a file at the literal cap, old facts with errors.
+splice.py does: a name two top-level statements define, a `__future__` import that moved, a file at
+the literal cap, old facts with errors. Module-level words and the module docstring (whole-file values)
+are put together again from every statement's (`FileFacts.tops` holds each one's words).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ctx_lsp.index.chunk_terms import chunk_texts
-from ctx_lsp.index.extract import MAX_LITERALS, _file_terms, lines_digest
+from ctx_lsp.index.chunk_terms import chunk_texts, module_chunk_text
+from ctx_lsp.index.extract import MAX_LITERALS, MAX_WORDS, _file_terms, file_words, lines_digest
 from ctx_lsp.index.facts import FileFacts, Import, Site, pack_records, split_lines, unpack_records
 from ctx_lsp.index.splice import Span, _chunked, _extract_part, _shift_def
 from ctx_lsp.retrieval.text import term_counts  # the one tokenizer of lexical search; imports nothing of ours
@@ -179,6 +180,8 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
         if part is None:
             return None
         pf = part.facts
+        if sum(len(t[3]) for t in part.tops) >= MAX_WORDS:
+            return None  # its module-level words may have been cut
         if not tops and part.tops:
             doc = pf.doc
         for name in _FIELDS:
@@ -194,14 +197,28 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
             if n in seen:
                 return None
             seen.add(n)
-    if [t[3] for t in tops if t[3]] != [s[3] for s in spans if s[3]]:
-        return None  # the module-level words: a whole-file value
-    if (doc if doc is not None else "") != old.doc:
-        return None
+    new_doc = doc or ""
+    module_chunk = old_chunks[0]
+    if [t[3] for t in tops if t[3]] == [s[3] for s in spans if s[3]] and new_doc == old.doc:
+        out.words = old.words  # the module's words and docstring as they were
+    else:
+        # the module-level words of every statement in order, cut at MAX_WORDS as the walk cuts them;
+        # the old statements' are whole only when the old file stayed below the cut
+        if sum(len(sp[3]) for sp in spans) >= MAX_WORDS:
+            return None
+        module_words: list[str] = []
+        for i, t in enumerate(tops):
+            room = max(MAX_WORDS - len(module_words), 0)
+            if len(t[3]) > room:
+                tops[i] = (t[0], t[1], t[2], t[3][:room], t[4])
+            module_words.extend(tops[i][3])
+        out.words = file_words(old.path, " ".join(module_words + ([new_doc] if new_doc else [])))
+        module_chunk = [old.path, dict(term_counts(module_chunk_text(old.path, new_doc, out.words)))]
     out.literals = out.literals[:MAX_LITERALS]
     out.all_names = all_names
-    out.doc, out.words = old.doc, old.words
+    out.doc = new_doc
     out.tops = tops
     out.terms = _file_terms(text)
-    out.chunk_terms = pack_records([old_chunks[0], *chunks])
+    out.chunk_terms = pack_records([module_chunk, *chunks])
     return out
+
