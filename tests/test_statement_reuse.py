@@ -178,3 +178,32 @@ def test_module_words_past_the_cap_are_cut_as_a_whole_extraction_cuts_them() -> 
         assert got is None or got == extract("m.py", new_text)
     body_only = text.replace("return 1", "return 2")
     assert reuse_statements(old, body_only, _digest(body_only)) is not None  # the words did not move
+
+
+def test_forked_extraction_workers_reuse_statements_and_hand_back_equal_facts(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the process pool (facts come back packed as the cache's wire, and the workers read the
+    old facts they inherited), a build and a checkout give the facts an in-process build gives."""
+    import ctx_lsp.index.workspace as ws_mod
+
+    monkeypatch.setattr(ws_mod, "PARALLEL_BYTES", 0)  # any batch of files goes to the pool
+    mods = {f"pkg/m{i}.py": "\n\n\n".join(f"def f{i}_{j}(x):\n    return helper(x, '{i} {j} failed: %s')"
+                                          for j in range(12)) + "\n" for i in range(8)}
+    root = tmp_path / "ws"
+    write_tree(root, {"pkg/__init__.py": "", "pkg/helpers.py": "def helper(x, msg):\n    return x\n"} | mods)
+    pooled = WorkspaceIndex(root, cache_dir=tmp_path / "pooled", workers=2)
+    pooled.load_or_build()
+    if pooled.workers_used.get("extract") != 2:
+        pytest.skip("this platform cannot start extraction workers")
+    alone = WorkspaceIndex(root, cache_dir=tmp_path / "alone", workers=1)
+    alone.load_or_build()
+    assert pooled.facts == alone.facts
+    write_tree(root, {p: t.replace("return helper(x, '{0} 3".format(p[5]), "return 2 * helper(x, '{0} 3".format(p[5]))
+                      for p, t in mods.items() if int(p[5]) % 2 == 0})
+    again = WorkspaceIndex(root, cache_dir=tmp_path / "pooled", workers=2)
+    report = again.load_or_build()
+    assert again.workers_used.get("extract") == 2 and (report.extracted, report.partial) == (4, 4)
+    scratch = WorkspaceIndex(root, cache_dir=tmp_path / "scratch", workers=1)
+    scratch.load_or_build()
+    assert again.facts == scratch.facts
+    assert again.graph.snapshot() == scratch.graph.snapshot()
