@@ -190,7 +190,9 @@ def test_forked_extraction_workers_reuse_statements_and_hand_back_equal_facts(tm
     mods = {f"pkg/m{i}.py": "\n\n\n".join(f"def f{i}_{j}(x):\n    return helper(x, '{i} {j} failed: %s')"
                                           for j in range(12)) + "\n" for i in range(8)}
     root = tmp_path / "ws"
-    write_tree(root, {"pkg/__init__.py": "", "pkg/helpers.py": "def helper(x, msg):\n    return x\n"} | mods)
+    use = "from pkg.m0 import f0_1\nfrom pkg.m2 import f2_5\n\n\ndef run():\n    return f0_1(1) + f2_5(2)\n"
+    write_tree(root, {"pkg/__init__.py": "", "pkg/helpers.py": "def helper(x, msg):\n    return x\n",
+                      "pkg/use.py": use} | mods)
     pooled = WorkspaceIndex(root, cache_dir=tmp_path / "pooled", workers=2)
     pooled.load_or_build()
     if pooled.workers_used.get("extract") != 2:
@@ -198,11 +200,17 @@ def test_forked_extraction_workers_reuse_statements_and_hand_back_equal_facts(tm
     alone = WorkspaceIndex(root, cache_dir=tmp_path / "alone", workers=1)
     alone.load_or_build()
     assert pooled.facts == alone.facts
-    write_tree(root, {p: t.replace("return helper(x, '{0} 3".format(p[5]), "return 2 * helper(x, '{0} 3".format(p[5]))
-                      for p, t in mods.items() if int(p[5]) % 2 == 0})
+    # bodies change in four modules; m0 also renames the f0_1 that use.py imports (an interface change,
+    # which the workers' interface digests must show: use.py is re-bound, its call now unresolved)
+    changed = {p: t.replace(f"return helper(x, '{p[5]} 3", f"return 2 * helper(x, '{p[5]} 3")
+               for p, t in mods.items() if int(p[5]) % 2 == 0}
+    changed["pkg/m0.py"] = changed["pkg/m0.py"].replace("def f0_1(", "def f0_1_renamed(")
+    write_tree(root, changed)
     again = WorkspaceIndex(root, cache_dir=tmp_path / "pooled", workers=2)
     report = again.load_or_build()
     assert again.workers_used.get("extract") == 2 and (report.extracted, report.partial) == (4, 4)
+    assert report.rebound == 5  # the four changed and use.py, not the rest
+    assert not any(e.dst == "pkg/m0.py::f0_1" for e in again.graph.edges())
     scratch = WorkspaceIndex(root, cache_dir=tmp_path / "scratch", workers=1)
     scratch.load_or_build()
     assert again.facts == scratch.facts

@@ -117,6 +117,9 @@ class FileFacts:
     # fields (def_rows); the rest (bases, attrs, locals, words...) stays packed for the binder
     def_rows: tuple[tuple[Any, ...], ...] | None = field(default=None, repr=False, compare=False)
     packed_def_rest: bytes | None = field(default=None, repr=False, compare=False)
+    # modules.interface_digests of these facts, once an update computed it (an extraction worker does,
+    # beside the facts): derived, never persisted
+    interface: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
     def __getattr__(self, name: str) -> Any:
         # called only for an unset slot: `sites`, `flows`, `terms` or `defs` of facts read from the cache

@@ -7,9 +7,11 @@ values, recording in `deps` what each lookup consulted.
 from __future__ import annotations
 
 import builtins
+import hashlib
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ctx_lsp.index.facts import Def, FileFacts, Import
 from ctx_lsp.index.model import RESOLVER_IMPORT, RESOLVER_MRO, RESOLVER_SCOPE, RESOLVER_TYPE, symbol_id
@@ -213,7 +215,14 @@ def interface_parts(facts: FileFacts) -> dict[str, tuple]:
     return {k: headers.get(k.partition(".")[0], ()) + tuple(v) if "." in k else tuple(v) for k, v in parts.items()}
 
 
-def changed_names(old: dict[str, tuple], new: dict[str, tuple]) -> set[str]:
+def interface_digests(facts: FileFacts) -> dict[str, str]:
+    """`interface_parts` with each part as a short digest: what an update compares, small enough to
+    hand back from an extraction worker (which computes it beside the file's facts)."""
+    return {k: hashlib.blake2b(repr(v).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+            for k, v in interface_parts(facts).items()}
+
+
+def changed_names(old: dict[str, Any], new: dict[str, Any]) -> set[str]:
     """Top-level names whose interface part differs between two `interface_parts`."""
     return {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
 

@@ -27,6 +27,7 @@ from ctx_lsp.index.facts import FileFacts, Import, Site, pack_records, split_lin
 from ctx_lsp.index.splice import Span, _chunked, _extract_part, _shift_def
 from ctx_lsp.retrieval.text import term_counts  # the one tokenizer of lexical search; imports nothing of ours
 
+
 def _code_starts(b: list[str]) -> list[int]:
     """1-based lines that may start a top-level statement: code at column 0 that does not continue the
     line before (a backslash)."""
@@ -77,9 +78,9 @@ def _find_kept(spans: list[Span], b: list[str]) -> list[tuple[int, int, int]]:
             if e > n:
                 break
             if ends[e]:
-                k = by_text.get((length, lines_digest(b, c, e)))
-                if k is not None:
-                    found.append((c, e, k))
+                hit = by_text.get((length, lines_digest(b, c, e)))
+                if hit is not None:
+                    found.append((c, e, hit))
                     free = e + 1
                     break
     return found

@@ -30,7 +30,7 @@ from ctx_lsp.index.facts import FileFacts, content_digest, decode_source, pack_r
 from ctx_lsp.index.flow import FLOW_KEY, Values, call_sites, emit_edges, flow_values, without_positions
 from ctx_lsp.index.graph import CodeGraph
 from ctx_lsp.index.model import Edge, EdgeKind, Node, NodeKind
-from ctx_lsp.index.modules import PATH_DEP, Workspace, changed_names, interface_parts, name_dep
+from ctx_lsp.index.modules import PATH_DEP, Workspace, changed_names, interface_digests, name_dep
 from ctx_lsp.index.previous import SECTION as PREVIOUS_SECTION
 from ctx_lsp.index.previous import PreviousFacts
 from ctx_lsp.index.splice import splice
@@ -143,7 +143,15 @@ def _flow_input(b: FileBinding) -> tuple[list[tuple], frozenset[tuple[str, str]]
 _OLD_FACTS: dict[str, FileFacts] = {}
 
 
-Extracted = tuple[str, FileFacts | None, str | None, int, int, bool]  # (path, facts, skip reason, size, mtime, partial)
+Extracted = tuple[str, FileFacts | None, str | None, int, int, bool, dict[str, str] | None]
+# (path, facts, skip reason, size, mtime, partial, the old facts' interface digests when there were old facts)
+
+
+def _interface(f: FileFacts) -> dict[str, str]:
+    """The interface digests an update compares (modules.interface_digests), computed once per facts."""
+    if f.interface is None:
+        f.interface = interface_digests(f)
+    return f.interface
 
 
 def _extract_one(root: str, rel: str, max_bytes: int) -> Extracted:
@@ -151,17 +159,21 @@ def _extract_one(root: str, rel: str, max_bytes: int) -> Extracted:
     read = read_source(Path(root), rel, max_bytes)
     data, size, mtime = read.data, read.size, read.mtime_ns
     if data is None:
-        return rel, None, read.reason, size, mtime, False
+        return rel, None, read.reason, size, mtime, False, None
     text, decode_error = decode_source(data)
     digest = content_digest(data)
     old = _OLD_FACTS.get(rel)
     reused = _reuse_guarded(old, text, digest) if old is not None and decode_error is None else None
     facts, reason = (reused, None) if reused is not None else _extract_guarded(rel, text, digest)
     if facts is None:
-        return rel, None, reason, size, mtime, False
+        return rel, None, reason, size, mtime, False, None
     if decode_error:
         facts.errors.insert(0, decode_error)
-    return rel, facts, None, size, mtime, reused is not None
+    if old is None:
+        return rel, facts, None, size, mtime, reused is not None, None
+    # an update compares the old and new interfaces: worked out here, in parallel, not in the parent
+    _interface(facts)
+    return rel, facts, None, size, mtime, reused is not None, _interface(old)
 
 
 def _extract_guarded(rel: str, text: str, digest: str | None = None) -> tuple[FileFacts | None, str | None]:
@@ -191,19 +203,28 @@ def _bind_guarded(binder: Binder, path: str) -> FileBinding:
         return FileBinding(path)
 
 
-def _extract_chunk(items: list[tuple[str, str, int]]) -> list[tuple[str, bytes | None, str | None, int, int, bool]]:
+_Packed = tuple[str, bytes | None, str | None, int, int, bool, dict[str, str] | None, dict[str, str] | None]
+
+
+def _extract_chunk(items: list[tuple[str, str, int]]) -> list[_Packed]:
     """A pool worker's share, each file's facts as the cache's packed wire: unpickling whole facts
     (every site, def and term as objects) was ~0.5 s of the parent's time on a Django checkout, while
     facts_from_wire leaves their packed fields packed until something reads them."""
-    out: list[tuple[str, bytes | None, str | None, int, int, bool]] = []
-    for rel, facts, reason, size, mtime, partial in map(lambda it: _extract_one(*it), items):
-        out.append((rel, pack_records(facts_to_wire(facts)) if facts is not None else None, reason, size, mtime, partial))
+    out: list[_Packed] = []
+    for rel, facts, reason, size, mtime, partial, old_iface in map(lambda it: _extract_one(*it), items):
+        wire = pack_records(facts_to_wire(facts)) if facts is not None else None
+        out.append((rel, wire, reason, size, mtime, partial, facts.interface if facts is not None else None, old_iface))
     return out
 
 
-def _from_chunk(part: list[tuple[str, bytes | None, str | None, int, int, bool]]) -> list[Extracted]:
-    return [(rel, facts_from_wire(unpack_records(w)) if w is not None else None, reason, size, mtime, partial)
-            for rel, w, reason, size, mtime, partial in part]
+def _from_chunk(part: list[_Packed]) -> list[Extracted]:
+    out: list[Extracted] = []
+    for rel, wire, reason, size, mtime, partial, iface, old_iface in part:
+        facts = facts_from_wire(unpack_records(wire)) if wire is not None else None
+        if facts is not None:
+            facts.interface = iface
+        out.append((rel, facts, reason, size, mtime, partial, old_iface))
+    return out
 
 
 _FORK_WS: Workspace | None = None
@@ -593,7 +614,10 @@ class WorkspaceIndex:
                 if progress and (i % 50 == 0 or i == total - 1):
                     progress("parsing", i + 1, total)
         self.partial = sum(r[5] for r in results)
-        for rel, facts, reason, size, mtime, _ in results:
+        for rel, facts, reason, size, mtime, _, old_iface in results:
+            held = self.facts.get(rel)
+            if old_iface is not None and held is not None and held.interface is None:
+                held.interface = old_iface  # the worker read these very facts (inherited at the fork)
             if facts is None:
                 self.skipped[rel] = reason or "skipped"
                 continue
@@ -611,7 +635,7 @@ class WorkspaceIndex:
 
     def _apply_changes(self, changed: dict[str, FileFacts | None], progress: Progress | None) -> int:
         old_ws = self.ws
-        old_iface = {p: interface_parts(self.facts[p]) for p in changed if p in self.facts}
+        old_iface = {p: _interface(self.facts[p]) for p in changed if p in self.facts}
         self._remember_flow_inputs(p for p, f in changed.items() if f is None)
         added_or_removed = any((p in self.facts) != (f is not None) for p, f in changed.items())
         for p, f in changed.items():
@@ -662,11 +686,11 @@ class WorkspaceIndex:
                 log.exception("index listener failed")
         return len(rebind)
 
-    def _affected(self, changed: dict[str, FileFacts | None], old_iface: dict[str, dict[str, tuple]],
+    def _affected(self, changed: dict[str, FileFacts | None], old_iface: dict[str, dict[str, str]],
                   old_ws: Workspace) -> set[str]:
         """Files whose bindings read a dependency key that `changed` changed the meaning of."""
         ws = self.ws
-        new_iface = {p: interface_parts(f) for p, f in changed.items() if f is not None}
+        new_iface = {p: _interface(f) for p, f in changed.items() if f is not None}
         # dependency keys whose meaning changed: top-level names of changed files (see modules.name_dep),
         # whole files found by path (conftest.py), and module names whose mapping changed
         names: set[str] = set()
@@ -689,7 +713,7 @@ class WorkspaceIndex:
                     names.update(new_by_path.get(p, ()))
                     tops = set(old_iface[p]) if p in old_iface else set()
                     if p in self.facts:
-                        tops.update(new_iface[p] if p in new_iface else interface_parts(self.facts[p]))
+                        tops.update(new_iface[p] if p in new_iface else _interface(self.facts[p]))
                     names.update(name_dep(p, top) for top in tops)
         out: set[str] = set()
         if names:
