@@ -356,8 +356,6 @@ class WorkspaceIndex:
         self.writing_stamp = ""
         self.loaded_stamp = ""
         self.loaded_unchanged = False
-        # the paths the last warm start's update changed or re-bound (what listeners attached later missed)
-        self.loaded_touched: set[str] = set()
         self.pending_save = False
         # facts of file versions replaced by checkouts, for a checkout back to them (previous.py)
         self.previous = PreviousFacts()
@@ -435,13 +433,7 @@ class WorkspaceIndex:
             }
             changes.update({rel: None for rel in self.facts if rel not in found.files})
             self._remember_replaced(changes)
-            touched: set[str] = set()
-            self.listeners.append(touched.update)
-            try:
-                report.rebound = self._apply(changes, progress)
-            finally:
-                self.listeners.remove(touched.update)
-            self.loaded_touched = touched if report.warm else set()
+            report.rebound = self._apply(changes, progress)
             self.loaded_unchanged = report.warm and not changes
             # a warm start that found nothing changed has nothing new to write
             self.pending_save = not report.warm or bool(todo) or bool(changes)

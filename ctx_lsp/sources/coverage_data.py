@@ -140,12 +140,8 @@ class TestCoverage:
         self._reindex()
         self._apply_dynamic(None)
         packed = index.loaded_sections.pop(STATIC_SECTION, None)
-        # the cached static edges, written with the graph this start loaded, then those of the files
-        # its update touched (as a listener would have), or all of them computed
-        self.restored = self._restore_static(packed)
-        if self.restored:
-            self._apply_static(index.loaded_touched)
-        else:
+        self.restored = index.loaded_unchanged and self._restore_static(packed)
+        if not self.restored:
             self._apply_static(None)
         index.save_sections[STATIC_SECTION] = self._static_section
         index.listeners.append(self._on_change)
