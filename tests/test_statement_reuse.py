@@ -215,3 +215,33 @@ def test_forked_extraction_workers_reuse_statements_and_hand_back_equal_facts(tm
     scratch.load_or_build()
     assert again.facts == scratch.facts
     assert again.graph.snapshot() == scratch.graph.snapshot()
+
+
+def test_a_file_changed_on_disk_under_a_running_index_reuses_its_kept_statements(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server reloads a file a checkout rewrote: the old text is gone, so it is not spliced, and
+    its kept statements keep their facts; an editor edit (old text at hand) is still spliced."""
+    import ctx_lsp.index.workspace as ws_mod
+
+    funcs = [f"def f{i}(x):\n    return g(x) + {i}" for i in range(30)]
+    root = tmp_path / "ws"
+    write_tree(root, {"pkg/__init__.py": "", "pkg/mod.py": "def g(x):\n    return x\n\n\n" + "\n\n\n".join(funcs) + "\n"})
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
+    index.load_or_build()
+    calls: list[str] = []
+    original_reuse, original_splice = ws_mod.reuse_statements, ws_mod.splice
+    monkeypatch.setattr(ws_mod, "reuse_statements", lambda *a: calls.append("reuse") or original_reuse(*a))
+    monkeypatch.setattr(ws_mod, "splice", lambda *a: calls.append("splice") or original_splice(*a))
+    funcs[4] = "def f4(x):\n    y = g(x)\n    return y * 4"
+    funcs[20] = "def f20(x, scale=2):\n    return g(x) * scale"
+    new_text = "def g(x):\n    return x\n\n\n" + "\n\n\n".join(funcs) + "\n"
+    (root / "pkg/mod.py").write_text(new_text)
+    index.reload_file("pkg/mod.py")
+    assert calls == ["reuse"]
+    assert index.facts["pkg/mod.py"] == extract("pkg/mod.py", new_text, index.facts["pkg/mod.py"].digest)
+    index.update_file("pkg/mod.py", new_text.replace("y * 4", "y * 5"), overlay=True)
+    assert calls == ["reuse", "splice"]
+    scratch = WorkspaceIndex(root, cache_dir=tmp_path / "scratch", workers=1)
+    (root / "pkg/mod.py").write_text(new_text.replace("y * 4", "y * 5"))
+    scratch.load_or_build()
+    assert index.facts == scratch.facts and index.graph.snapshot() == scratch.graph.snapshot()

@@ -808,7 +808,9 @@ class WorkspaceIndex:
         if old is not None and old.digest != digest:
             # an edit whose old text is at hand re-extracts the statements it touched; otherwise (a
             # file changed on disk) the statements whose text it kept keep their facts
-            facts = self._splice(rel, old, text, digest) or _reuse_guarded(old, text, digest)
+            before = self._old_text(rel, old)
+            facts = self._splice(rel, old, before, text, digest) if before is not None \
+                else _reuse_guarded(old, text, digest)
         reason = None
         if facts is None:
             facts, reason = _extract_guarded(rel, text, digest)
@@ -832,20 +834,22 @@ class WorkspaceIndex:
             return 0
         return self._apply({rel: facts})
 
-    def _splice(self, rel: str, old: FileFacts, text: str, digest: str) -> FileFacts | None:
-        """The new facts spliced from the old ones (index/splice.py), when the text they were made
-        from is at hand: the editor buffer the index last saw, or the disk's bytes if they match."""
+    def _old_text(self, rel: str, old: FileFacts) -> str | None:
+        """The text `old` was made from, when it is at hand: the editor buffer the index last saw, or
+        the disk's bytes if they still match (an edit); None after the disk changed (a checkout)."""
+        st = self.state.get(rel)
+        if st is not None and st.overlay and st.digest == old.digest and rel in self.overlay_text:
+            return self.overlay_text[rel]
+        read = read_source(self.root, rel, self.filter.max_bytes)
+        if read.data is None or content_digest(read.data) != old.digest:
+            return None
+        before, decode_error = decode_source(read.data)
+        return None if decode_error else before
+
+    def _splice(self, rel: str, old: FileFacts, before: str, text: str, digest: str) -> FileFacts | None:
+        """The new facts spliced from the old ones (index/splice.py) and the text they were made from."""
         if not old.tops or old.errors:
             return None
-        st = self.state.get(rel)
-        before = self.overlay_text.get(rel) if st is not None and st.overlay and st.digest == old.digest else None
-        if before is None:
-            read = read_source(self.root, rel, self.filter.max_bytes)
-            if read.data is None or content_digest(read.data) != old.digest:
-                return None
-            before, decode_error = decode_source(read.data)
-            if decode_error:
-                return None
         try:
             return splice(old, before, text, digest)
         except Exception:  # a splice never costs an edit: extract the whole file instead
