@@ -1,4 +1,4 @@
-"""`python -m benchmark_gen {speed,generate,evaluate,verify-edges,swebench,swebench-merge,swebench-fit,batch} ...`: headless
+"""`python -m benchmark_gen {speed,reuse-check,generate,evaluate,verify-edges,swebench,swebench-merge,swebench-fit,batch} ...`: headless
 benchmarks over the core."""
 
 from __future__ import annotations
@@ -29,6 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peer", action="append", choices=("scip-python",), default=None,
                    help="also index each root with this peer indexer and print its time and RSS beside ours (repeatable)")
     p.add_argument("--peer-timeout", type=float, default=900.0, help="kill a peer after S seconds (default 900)")
+
+    p = sub.add_parser("reuse-check", help="a checkout's modified files: statement reuse against whole extraction")
+    p.add_argument("old", metavar="OLD", help="the tree before the checkout")
+    p.add_argument("new", metavar="NEW", help="the tree after it (another version of the same project)")
+    p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("generate", help="emit a deterministic gold retrieval benchmark (JSONL)")
     p.add_argument("root", metavar="ROOT")
@@ -137,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmark_gen.speed import run_speed
 
         return run_speed(args)
+    if args.command == "reuse-check":
+        from benchmark_gen.reuse_check import run_reuse_check
+
+        return run_reuse_check(args)
     if args.command == "generate":
         from benchmark_gen.generate import run_generate
 

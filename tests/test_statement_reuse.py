@@ -245,3 +245,19 @@ def test_a_file_changed_on_disk_under_a_running_index_reuses_its_kept_statements
     (root / "pkg/mod.py").write_text(new_text.replace("y * 4", "y * 5"))
     scratch.load_or_build()
     assert index.facts == scratch.facts and index.graph.snapshot() == scratch.graph.snapshot()
+
+
+def test_reuse_check_command_compares_a_checkouts_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmark_gen.__main__ import main
+
+    funcs = [f"def f{i}(x):\n    return x + {i}" for i in range(10)]
+    old, new = tmp_path / "old", tmp_path / "new"
+    write_tree(old, {"pkg/__init__.py": "", "pkg/a.py": "\n\n\n".join(funcs) + "\n", "pkg/b.py": "X = 1\n"})
+    write_tree(new, {"pkg/__init__.py": "", "pkg/a.py": "\n\n\n".join(funcs).replace("x + 3", "x * 3") + "\n",
+                     "pkg/b.py": "X = 2\n"})
+    assert main(["reuse-check", str(old), str(new), "--json"]) == 0
+    import json
+
+    got = json.loads(capsys.readouterr().out)
+    # a.py keeps nine of its ten statements; b.py's only statement changed: nothing to keep
+    assert (got["modified"], got["reused"], got["declined"], got["unequal"]) == (2, 1, 1, [])
