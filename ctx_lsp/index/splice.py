@@ -12,7 +12,8 @@ Where a statement's facts depend on other statements, `splice` declines:
 - module-level words or the module docstring that the edit changes (whole-file values);
 - edited statements holding most of the file (a whole extraction costs no more);
 - a file whose literals reached the cap, or old facts with errors (a repaired parse), or text with
-  `\\r` line ends or `__future__` imports in the edited statements.
+  `\\r` line ends. (Future imports need nothing: `ast.parse` neither checks where they stand nor lets
+  them change the grammar, so a statement parsed apart gives the facts it gives in its file.)
 """
 
 from __future__ import annotations
@@ -55,8 +56,6 @@ class _Part:
 
 def _extract_part(path: str, is_test: bool, lines: list[str], first: int, count: int) -> _Part | None:
     body = "\n".join(lines[first - 1 : first - 1 + count])
-    if "__future__" in body:
-        return None  # legal at the file's start only: the part alone cannot tell
     try:
         # padded with empty lines, so every line number is already the file's
         tree = ast.parse("\n" * (first - 1) + body + "\n", type_comments=False)

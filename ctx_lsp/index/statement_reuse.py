@@ -11,8 +11,8 @@ only the rest, or returns None and the caller extracts the whole file; either wa
 Why a found text is the same statement: every stretch between found statements is parsed on its own
 and must parse whole, so no bracket, string, decorator or block runs across a boundary, and each found
 text parsed whole in the old file. Where a statement's facts depend on others it declines, as
-splice.py does: a name two top-level statements define, a `__future__` import that moved, a file at
-the literal cap, old facts with errors. Module-level words and the module docstring (whole-file values)
+splice.py does: a name two top-level statements define, a file at the literal cap, old facts with
+errors. Module-level words and the module docstring (whole-file values)
 are put together again from every statement's (`FileFacts.tops` holds each one's words).
 """
 
@@ -150,14 +150,10 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
         chunk_at.append(chunk_at[-1] + _chunked(d))
     all_names: list[str] | None = None
     doc: str | None = None
-    future_ok = True  # every piece so far is an old statement at its old index: a __future__ import stays legal
     for kind, first, last, k in pieces:
         if kind == "kept":
             sp = spans[k]
             delta = first - sp[0]
-            future_ok = future_ok and k == len(tops)
-            if not future_ok and any("__future__" in ln for ln in b[first - 1 : last]):
-                return None
             if not tops:
                 if k != 0:
                     return None  # another statement is first now: the module docstring may differ
@@ -176,7 +172,6 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
             continue
         if _last_code(b, first, last + 1) < first:
             continue  # blank lines and comments only
-        future_ok = False
         part = _extract_part(old.path, old.is_test_file, b, first, last - first + 1)
         if part is None:
             return None
