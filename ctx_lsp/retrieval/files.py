@@ -57,8 +57,7 @@ class FileLexicalIndex:
         old = self._facts.pop(path, None)
         if old is not None:
             self.total -= self.length.pop(path)
-            for t in old.terms:
-                self.postings.discard(t, path)
+            self.postings.discard_all(path, old.terms)
         if facts is None or not facts.terms:
             return
         self._add(facts, path)

@@ -66,8 +66,7 @@ class LexicalIndex:
         if path in self._files:
             for ch in self._file_chunks(path):
                 del self.length[ch.node_id]
-                for t in ch.tf:
-                    self.postings.discard(t, ch.node_id)
+                self.postings.discard_all(ch.node_id, ch.tf)
             n, length = self._counts.pop(path)
             self.n -= n
             self.total_len -= length

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from operator import itemgetter
 from typing import Any
 
@@ -112,13 +112,24 @@ class Postings:
                 clean.pop(term, None)
 
     def discard(self, term: str, item: str) -> None:
-        found = self.get(term)
-        if found is None or item not in found:
-            return
-        del found[item]
-        self._clean.pop(term, None)
-        if not found:
-            del self._maps[term]
+        self.discard_all(item, (term,))
+
+    def discard_all(self, item: str, terms: Iterable[str]) -> None:
+        """Drop `item` from each of `terms` (a changed file's chunks, ~400k (term, id) pairs after a
+        Django checkout: one call per id, not per pair)."""
+        maps, clean = self._maps, self._clean
+        for term in terms:
+            found = maps.get(term)
+            if found is None:
+                found = self.get(term)  # still packed: decoded (pending ids merged) before the drop
+                if found is None:
+                    continue
+            if found.pop(item, None) is None:
+                continue
+            if clean:
+                clean.pop(term, None)
+            if not found:
+                del maps[term]
 
     def decode_all(self) -> None:
         """Decode every term now (a long-lived process, before its first request)."""
