@@ -85,7 +85,7 @@ def test_reused_statements_give_a_whole_extraction(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     rel = path.name
     old = extract(rel, text)
-    assert old.tops and all(len(t) == 5 for t in old.tops), "a file that parses records each statement's digest"
+    assert old.tops and all(len(t) == 6 for t in old.tops), "a file that parses records each statement's digest"
     reused: dict[str, int] = {}
     for kind, new_text in _versions(text, random.Random(path.name)):
         digest = _digest(new_text)
@@ -263,3 +263,38 @@ def test_reuse_check_command_compares_a_checkouts_files(tmp_path: Path, capsys: 
     got = json.loads(capsys.readouterr().out)
     # a.py keeps nine of its ten statements; b.py's only statement changed: nothing to keep
     assert (got["modified"], got["reused"], got["declined"], got["unequal"]) == (2, 1, 1, [])
+
+
+def test_unchanged_methods_of_a_changed_class_are_copied_not_walked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a class a checkout changed, a method whose text is unchanged has its body's facts copied
+    (with the attributes it sets on the class, in order); methods whose name the class binds twice
+    (a property's getter and setter) are walked. Either way the facts equal a whole extraction."""
+    from ctx_lsp.index.extract import _Visitor
+
+    methods = [f"    def m{i}(self, value):\n        self.helper(value, 'message {i} failed: %s')\n        return value + {i}"
+               for i in range(8)]
+    methods[1] = "    def m1(self):\n        self.a = First()\n        return self.a"
+    methods[2] = "    def m2(self):\n        self.a = Second()\n        self.b = Other()"
+    prop = "    @property\n    def p(self):\n        return self._p\n\n    @p.setter\n    def p(self, v):\n        self._p = make(v)"
+    text = "class C(Base):\n    flag: int = 1\n\n" + "\n\n".join(methods + [prop]) + "\n"
+    old = extract("m.py", text)
+    replayed: list[str] = []
+    original = _Visitor._replay_body
+
+    def counting(self: _Visitor, entry: object, d: object, qual: str, *rest: object) -> None:
+        replayed.append(qual)
+        original(self, entry, d, qual, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_Visitor, "_replay_body", counting)
+    # m1 no longer sets `a`: the class's `a` now comes from m2, whose body was copied
+    changed = text.replace("        self.a = First()\n        return self.a", "        return 1")
+    got = reuse_statements(old, changed, _digest(changed))
+    assert got is not None and got == extract("m.py", changed)
+    assert dict(next(d for d in got.defs if d.qual == "C").attrs)["a"] == ("C.m2", ("Second()",))
+    assert sorted(replayed) == ["C.m0", "C.m2", "C.m3", "C.m4", "C.m5", "C.m6", "C.m7"]
+    # a method moved, a new one added, the class header changed: still equal
+    replayed.clear()
+    moved = changed.replace("class C(Base):", "class C(Base, Mixin):").replace(methods[5] + "\n\n", "") \
+        + "\n" + methods[5] + "\n\n    def added(self):\n        self.c = Third()\n"
+    got = reuse_statements(old, moved, _digest(moved))
+    assert got is not None and got == extract("m.py", moved) and "C.m5" in replayed and "C.p" not in replayed

@@ -13,6 +13,7 @@ import ast
 import builtins
 import hashlib
 import re
+from typing import Any, Protocol
 
 from ctx_lsp.index.chains import (
     FIXTURE,
@@ -43,6 +44,20 @@ from ctx_lsp.index.facts import (
 )
 from ctx_lsp.index.flowfacts import flow_facts
 from ctx_lsp.index.parse import parse_tolerant, parso_defs
+
+
+class MemberReplay(Protocol):
+    """Facts of class members an earlier version of the file held (index/statement_reuse.py): a member
+    whose text is unchanged has its body's facts copied, not walked."""
+
+    def get(self, qual: str, digest: str) -> Any | None: ...
+
+    def body(self, entry: Any, header_last: int, start: int) -> tuple[Def, list[Site], list[tuple[str, int, str]],
+                                                                     list[Import], list[Def]]:
+        """The old Def, then the facts of its body (sites, literals, imports, nested defs) with their
+        lines moved to where the member now starts (`start`; its header now ends on `header_last`)."""
+        ...
+
 
 MAX_WORDS = 400
 MAX_LITERALS = 2000  # per file: generated tables must not flood the literal index
@@ -127,7 +142,7 @@ def _first_doc_line(node: ast.AST) -> str:
 class _Visitor:
     """One pass over the module collecting defs, imports and sites with their scopes."""
 
-    def __init__(self, facts: FileFacts, lines: list[str]) -> None:
+    def __init__(self, facts: FileFacts, lines: list[str], replay: MemberReplay | None = None) -> None:
         self.facts = facts
         self.lines = lines
         self.scope: list[str] = []  # quals of enclosing defs
@@ -141,8 +156,16 @@ class _Visitor:
         self.docstring: ast.AST | None = None  # the bare string statement being visited: not a literal
         self.attempts: set[str] = set()  # top-level names the statement being visited defines or redefines
         # per top-level statement: (first line, last line, names it defines, the module-level words it
-        # adds, digest of its text)
-        self.statements: list[tuple[int, int, tuple[str, ...], tuple[str, ...], str]] = []
+        # adds, digest of its text, its class's members: see `members`)
+        self.statements: list[tuple[int, int, tuple[str, ...], tuple[str, ...], str, tuple[Any, ...]]] = []
+        # the top-level class being walked: each function member whose name no other member of the class
+        # binds, as (qual, digest of its text from its first decorator, the attributes it sets on the
+        # class in order): what a later version's walk may copy instead of walking (`replay`)
+        self.members: list[tuple[str, str, tuple[tuple[str, Chain], ...]]] = []
+        self.contribs: list[tuple[str, Chain]] | None = None  # attributes the member being walked sets
+        self.unique: frozenset[str] = frozenset()  # names bound once in the top-level class being walked
+        self.replay: MemberReplay | None = replay
+        self.replayed: set[str] = set()  # quals whose facts `replay` copied
 
     # -- helpers -------------------------------------------------------------------------
     def col(self, line: int, byte_col: int) -> int:
@@ -188,6 +211,7 @@ class _Visitor:
         module_words = self.words[0]
         for stmt in tree.body:
             self.attempts = set()
+            self.members = []
             before = len(module_words)
             try:
                 self.stmt(stmt)
@@ -197,7 +221,7 @@ class _Visitor:
             first = min([d.lineno for d in getattr(stmt, "decorator_list", ())] + [stmt.lineno])
             last = stmt.end_lineno or stmt.lineno
             self.statements.append((first, last, tuple(sorted(self.attempts)), tuple(module_words[before:]),
-                                    lines_digest(self.lines, first, last)))
+                                    lines_digest(self.lines, first, last), tuple(self.members)))
         self.facts.words = " ".join(module_words + ([self.facts.doc] if self.facts.doc else []))
 
     def attempt(self, qual: str) -> None:
@@ -380,6 +404,8 @@ class _Visitor:
                 if fdef.locals.get(target.value.id) == ("<self>",) and value is not None:
                     owner = self.defs_by_qual[self.scope[-2]]
                     owner.attrs.setdefault(target.attr, (self.qual(), value))
+                    if self.contribs is not None and len(self.scope) == 2:
+                        self.contribs.append((target.attr, value))
         elif isinstance(target, (ast.Tuple, ast.List)):
             for elt in target.elts:
                 self.assign_target(elt, None, node)
@@ -456,6 +482,9 @@ class _Visitor:
         return out
 
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        # a function member of a top-level class whose name no other member binds: its facts depend on
+        # its own text only (with the class's name), so they can be recorded and replayed
+        member = len(self.scope) == 1 and self.scope_kind[0] == "class" and node.name in self.unique
         decorators = self.decorators(node)
         parent_kind = self.scope_kind[-1] if self.scope_kind else "module"
         qual = f"{self.qual()}.{node.name}" if self.scope else node.name
@@ -529,15 +558,50 @@ class _Visitor:
             # the first parameter of a method is the instance (or the class for classmethods)
             is_cls = any(c[-1] == "classmethod" for c in decorators) or all_args[0].arg == "cls"
             d.locals[all_args[0].arg] = ("<cls>",) if is_cls else ("<self>",)
-        self.body(node.body)
-        words = self.words.pop()
-        if not shadow:
-            d.words = " ".join(words)
+        digest = lines_digest(self.lines, start, end) if member else ""
+        entry = self.replay.get(qual, digest) if member and self.replay is not None and not shadow else None
+        header_last = max([node.lineno] + [getattr(n, "end_lineno", 0) or 0 for n in ast.walk(node.args)]
+                          + [node.returns.end_lineno or 0 if node.returns is not None else 0]) \
+            if entry is not None else 0
+        if entry is not None and node.body and _first_line(node.body[0]) > header_last:
+            self._replay_body(entry, d, qual, start, header_last)
+            self.words.pop()
+        else:
+            if member:
+                self.contribs = []
+            self.body(node.body)
+            words = self.words.pop()
+            if not shadow:
+                d.words = " ".join(words)
+            if member:
+                self.members.append((qual, digest, tuple(self.contribs or ())))
+                self.contribs = None
         self.declared_global = saved_global
         self.fill_params.pop()
         self.local_names.pop()
         self.scope_kind.pop()
         self.scope.pop()
+
+    def _replay_body(self, entry: Any, d: Def, qual: str, start: int, header_last: int) -> None:
+        """The body facts of an unchanged member, copied from the version `replay` holds."""
+        assert self.replay is not None
+        old, sites, literals, imports, nested = self.replay.body(entry, header_last, start)
+        self.facts.sites.extend(sites)
+        self.facts.literals.extend(literals)  # past MAX_LITERALS too: the caller cuts the list as a walk would
+        self.facts.imports.extend(imports)
+        for nd in nested:
+            self.facts.defs.append(nd)
+            self.defs_by_qual.setdefault(nd.qual, nd)
+            self.replayed.add(nd.qual)
+        # what a body walk sets on its def (assignments, returns, words)
+        d.locals = dict(old.locals)
+        d.words, d.returns, d.returns_def, d.returns_call = old.words, old.returns, old.returns_def, old.returns_call
+        owner = self.defs_by_qual[self.scope[-2]]
+        contribs = entry.contribs
+        for attr, value in contribs:
+            owner.attrs.setdefault(attr, (qual, value))
+        self.members.append((qual, entry.digest, contribs))
+        self.replayed.add(qual)
 
     def klass(self, node: ast.ClassDef) -> None:
         decorators = self.decorators(node)
@@ -570,10 +634,15 @@ class _Visitor:
             self.facts.defs.append(d)
         else:
             d = self.defs_by_qual[qual]
+        top = not self.scope
+        if top:
+            self.unique = _bound_once(node.body)
         self.scope.append(qual)
         self.scope_kind.append("class")
         self.words.append([node.name])
         self.body(node.body)
+        if top:
+            self.unique = frozenset()
         words = self.words.pop()
         if not shadow:
             d.words = " ".join(words)
@@ -696,6 +765,30 @@ class _Visitor:
                 stack.append(cur.value)
             else:
                 stack.extend(child_nodes(cur))
+
+
+def _first_line(node: ast.stmt) -> int:
+    return min([d.lineno for d in getattr(node, "decorator_list", ())] + [node.lineno])
+
+
+def _bound_once(body: list[ast.stmt]) -> frozenset[str]:
+    """Names a class body binds exactly once (defs, classes, assignment and import targets, at any
+    depth outside nested defs): a name bound twice ties its members' facts together (the first
+    definition wins, and a later body adds to the first def's locals)."""
+    counts: dict[str, int] = {}
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            counts[node.name] = counts.get(node.name, 0) + 1
+            continue  # their insides bind names of their own scopes
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            counts[node.id] = counts.get(node.id, 0) + 1
+        elif isinstance(node, ast.alias):
+            name = (node.asname or node.name).split(".")[0]
+            counts[name] = counts.get(name, 0) + 1
+        stack.extend(ast.iter_child_nodes(node))
+    return frozenset(n for n, c in counts.items() if c == 1)
 
 
 def _is_type_checking(test: ast.expr) -> bool:

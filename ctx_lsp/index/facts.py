@@ -102,10 +102,11 @@ class FileFacts:
     chunk_terms: bytes = b""
     # per top-level statement, when the file parsed whole: its first line (decorators included), last
     # line, the top-level names it defines or redefines (a qual's first part), the module-level words
-    # it adds (most statements none) and a digest of its text: what an edit re-extracting statements
-    # alone checks (index/splice.py) and what a checkout finds kept (index/statement_reuse.py); None
-    # for repaired or parso facts
-    tops: list[tuple[int, int, tuple[str, ...], tuple[str, ...], str]] | None = None
+    # it adds (most statements none), a digest of its text and, for a class, its members whose text a
+    # later version's walk may find unchanged (extract._Visitor.members): what an edit re-extracting
+    # statements alone checks (index/splice.py) and what a checkout finds kept
+    # (index/statement_reuse.py); None for repaired or parso facts
+    tops: list[tuple[int, int, tuple[str, ...], tuple[str, ...], str, tuple[Any, ...]]] | None = None
     # `sites` packed (see pack_sites) while nobody has read them: a warm start loads every file's
     # facts, but only a re-bind or jedi refinement reads a file's sites (280k on Django)
     packed_sites: bytes | None = field(default=None, repr=False, compare=False)

@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ctx_lsp.index.chunk_terms import chunk_texts
-from ctx_lsp.index.extract import MAX_LITERALS, _Visitor
+from ctx_lsp.index.extract import MAX_LITERALS, MemberReplay, _Visitor
 from ctx_lsp.index.facts import (
     UNPARSABLE,
     Def,
@@ -43,18 +43,21 @@ from ctx_lsp.retrieval.text import term_counts
 T = TypeVar("T")
 
 
-Span = tuple[int, int, tuple[str, ...], tuple[str, ...], str]  # FileFacts.tops: first, last, names, module words, text digest
+# FileFacts.tops: first, last, names, module words, text digest, members (extract._Visitor.members)
+Span = tuple[int, int, tuple[str, ...], tuple[str, ...], str, tuple[Any, ...]]
 
 
 class _Part:
     """The facts of lines [first, first + count - 1] of a file extracted on their own."""
 
-    def __init__(self, facts: FileFacts, tops: list[Span]) -> None:
+    def __init__(self, facts: FileFacts, tops: list[Span], replayed: set[str]) -> None:
         self.facts = facts
         self.tops = tops
+        self.replayed = replayed  # quals whose facts the walk copied from a replay
 
 
-def _extract_part(path: str, is_test: bool, lines: list[str], first: int, count: int) -> _Part | None:
+def _extract_part(path: str, is_test: bool, lines: list[str], first: int, count: int,
+                  replay: MemberReplay | None = None) -> _Part | None:
     body = "\n".join(lines[first - 1 : first - 1 + count])
     try:
         # padded with empty lines, so every line number is already the file's
@@ -62,7 +65,7 @@ def _extract_part(path: str, is_test: bool, lines: list[str], first: int, count:
     except UNPARSABLE:
         return None
     facts = FileFacts(path=path, digest="", lines=len(lines), is_test_file=is_test)
-    visitor = _Visitor(facts, lines)
+    visitor = _Visitor(facts, lines, replay)
     try:
         visitor.run(tree)
         facts.flows = flow_facts(tree, visitor.col)
@@ -70,7 +73,7 @@ def _extract_part(path: str, is_test: bool, lines: list[str], first: int, count:
         return None
     if facts.errors:
         return None
-    return _Part(facts, visitor.statements)
+    return _Part(facts, visitor.statements, visitor.replayed)
 
 
 def _common_ends(a: list[str], b: list[str]) -> tuple[int, int]:
@@ -216,7 +219,7 @@ def _splice_range(old: FileFacts, a: list[str], b: list[str], first: int, last: 
     out.flows = spliced("flows", lambda x: (x[0], x[1], x[2] + delta, *x[3:]))
     out.all_names = new.facts.all_names if "__all__" in names else old.all_names
     out.doc, out.words = old.doc, old.words
-    out.tops = [*spans[:i], *new.tops, *((f + delta, la + delta, n, w, h) for f, la, n, w, h in spans[j:])]
+    out.tops = [*spans[:i], *new.tops, *((f + delta, la + delta, n, w, h, m) for f, la, n, w, h, m in spans[j:])]
     terms = Counter(old.terms)
     terms.subtract(term_counts("\n".join(a[first - 1 : last])))
     terms.update(term_counts("\n".join(b[first - 1 : last + delta])))

@@ -18,12 +18,13 @@ are put together again from every statement's (`FileFacts.tops` holds each one's
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ctx_lsp.index.chunk_terms import chunk_texts, module_chunk_text
 from ctx_lsp.index.extract import MAX_LITERALS, MAX_WORDS, _file_terms, file_words, lines_digest
-from ctx_lsp.index.facts import FileFacts, Import, Site, pack_records, split_lines, unpack_records
+from ctx_lsp.index.facts import Def, FileFacts, Import, Site, pack_records, split_lines, unpack_records
 from ctx_lsp.index.splice import Span, _chunked, _extract_part, _shift_def
 from ctx_lsp.retrieval.text import term_counts  # the one tokenizer of lexical search; imports nothing of ours
 
@@ -113,6 +114,65 @@ _FIELDS: dict[str, tuple[Callable[[Any], int], Callable[[Any, int], Any]]] = {
 }
 
 
+class _Entry(NamedTuple):
+    k: int  # the old top-level statement (a class) the member was in
+    qual: str
+    digest: str
+    contribs: tuple[tuple[str, Any], ...]  # attributes it set on its class, in order
+
+
+class _Replay:
+    """The old facts of class members, for a walk of the new text to copy where a member's text is
+    unchanged (extract.MemberReplay): inside a class a checkout changed, most methods did not change."""
+
+    def __init__(self, old: FileFacts, spans: list[Span], bounds: dict[str, list[int]]) -> None:
+        self.old, self.spans, self.bounds = old, spans, bounds
+        self.entries = {(m[0], m[1]): _Entry(k, m[0], m[1], m[2]) for k, sp in enumerate(spans) for m in sp[5]}
+        self._defs: dict[str, Def] | None = None
+        self._items: dict[int, dict[str, dict[int, list[Any]]]] = {}  # statement -> field -> member start -> facts
+
+    def def_of(self, qual: str) -> Def | None:
+        if self._defs is None:
+            self._defs = {d.qual: d for d in self.old.defs}
+        return self._defs.get(qual)
+
+    def get(self, qual: str, digest: str) -> _Entry | None:
+        entry = self.entries.get((qual, digest))
+        return entry if entry is not None and self.def_of(qual) is not None else None
+
+    def _member_items(self, k: int) -> dict[str, dict[int, list[Any]]]:
+        """Statement k's facts, per member (by its first line)."""
+        got = self._items.get(k)
+        if got is None:
+            ranges = sorted((d.start, d.end) for m in self.spans[k][5] if (d := self.def_of(m[0])) is not None)
+            starts = [r[0] for r in ranges]
+            got = {}
+            for name, (line, _) in _FIELDS.items():
+                per: dict[int, list[Any]] = {}
+                lo, hi = self.bounds[name][k], self.bounds[name][k + 1]
+                for x in getattr(self.old, name)[lo:hi]:
+                    i = bisect_right(starts, line(x)) - 1
+                    if i >= 0 and line(x) <= ranges[i][1]:
+                        per.setdefault(starts[i], []).append(x)
+                got[name] = per
+            self._items[k] = got
+        return got
+
+    def body(self, entry: _Entry, header_last: int, start: int) -> tuple[Def, list[Site], list[tuple[str, int, str]],
+                                                                        list[Import], list[Def]]:
+        od = self.def_of(entry.qual)
+        assert od is not None
+        delta = start - od.start
+        after = header_last - delta  # the old header's last line: what follows is the body
+        items = self._member_items(entry.k)
+        out: dict[str, list[Any]] = {}
+        for name in ("sites", "literals", "imports", "defs"):
+            line, shift = _FIELDS[name]
+            kept = [x for x in items[name].get(od.start, ()) if line(x) > after]
+            out[name] = kept if delta == 0 else [shift(x, delta) for x in kept]
+        return od, out["sites"], out["literals"], out["imports"], out["defs"]
+
+
 def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None:
     """The facts of `text` (a new version of old's file) from old's facts of the top-level statements
     it still holds and an extraction of the rest; None when that cannot be exact or saves nothing."""
@@ -121,7 +181,7 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
         return None
     b = split_lines(text)
     found = _find_kept(spans, b)
-    if not found:
+    if not found and not any(sp[5] for sp in spans):
         return None
     bounds = {}
     for name, (line, _) in _FIELDS.items():
@@ -150,6 +210,8 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
         chunk_at.append(chunk_at[-1] + _chunked(d))
     all_names: list[str] | None = None
     doc: str | None = None
+    replay: _Replay | None = None
+    old_by_id: dict[str, Any] | None = None
     for kind, first, last, k in pieces:
         if kind == "kept":
             sp = spans[k]
@@ -164,7 +226,7 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
                 getattr(out, name).extend(items if delta == 0 else [shift(x, delta) for x in items])
             d_lo, d_hi = bounds["defs"][k], bounds["defs"][k + 1]
             chunks.extend(old_chunks[chunk_at[d_lo] : chunk_at[d_hi]])
-            tops.append((first, last, sp[2], sp[3], sp[4]))
+            tops.append((first, last, sp[2], sp[3], sp[4], sp[5]))
             if "__all__" in sp[2]:
                 if next(j for j, s in enumerate(spans) if "__all__" in s[2]) != k:
                     return None  # old __all__ came from an earlier statement
@@ -172,7 +234,9 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
             continue
         if _last_code(b, first, last + 1) < first:
             continue  # blank lines and comments only
-        part = _extract_part(old.path, old.is_test_file, b, first, last - first + 1)
+        if replay is None:
+            replay = _Replay(old, spans, bounds)
+        part = _extract_part(old.path, old.is_test_file, b, first, last - first + 1, replay)
         if part is None:
             return None
         pf = part.facts
@@ -182,7 +246,16 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
             doc = pf.doc
         for name in _FIELDS:
             getattr(out, name).extend(getattr(pf, name))
-        chunks.extend([node_id, dict(term_counts(t))] for node_id, t in chunk_texts(pf)[1:])
+        for node_id, chunk_text in chunk_texts(pf)[1:]:
+            # a replayed def's chunk text (qual, signature, doc, words, path) is the old one
+            if part.replayed and node_id.partition("::")[2] in part.replayed:
+                if old_by_id is None:
+                    old_by_id = {r[0]: r for r in old_chunks[1:]}
+                rec = old_by_id.get(node_id)
+                if rec is not None:
+                    chunks.append(rec)
+                    continue
+            chunks.append([node_id, dict(term_counts(chunk_text))])
         if any("__all__" in s[2] for s in part.tops):
             all_names = pf.all_names
         tops.extend(part.tops)
@@ -206,7 +279,7 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
         for i, t in enumerate(tops):
             room = max(MAX_WORDS - len(module_words), 0)
             if len(t[3]) > room:
-                tops[i] = (t[0], t[1], t[2], t[3][:room], t[4])
+                tops[i] = (t[0], t[1], t[2], t[3][:room], t[4], t[5])
             module_words.extend(tops[i][3])
         out.words = file_words(old.path, " ".join(module_words + ([new_doc] if new_doc else [])))
         module_chunk = [old.path, dict(term_counts(module_chunk_text(old.path, new_doc, out.words)))]
