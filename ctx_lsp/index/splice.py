@@ -110,6 +110,16 @@ def _shift_def(d: Def, delta: int) -> Def:
     return replace(d, start=d.start + delta, end=d.end + delta, line=d.line + delta)
 
 
+# the per-statement fact lists of FileFacts: each item's line, and the item moved by `delta` lines
+FACT_FIELDS: dict[str, tuple[Callable[[Any], int], Callable[[Any, int], Any]]] = {
+    "defs": (lambda d: d.start, _shift_def),
+    "imports": (lambda i: i.line, lambda i, delta: Import(i[0], i[1] + delta, *i[2:])),
+    "sites": (lambda x: x.line, lambda x, delta: Site(x[0], x[1] + delta, x[2], x[3], x[4])),
+    "literals": (lambda x: x[1], lambda x, delta: (x[0], x[1] + delta, x[2])),
+    "flows": (lambda x: x[2], lambda x, delta: (x[0], x[1], x[2] + delta, *x[3:])),
+}
+
+
 def _candidates(spans: list[Span], a: list[str], p: int, lo: int, hi: int) -> list[tuple[int, int]]:
     """Old line ranges [first, last] to re-extract, narrowest first: the statements the changed lines
     [lo, hi] touch (or, for an insertion after line p, the inserted lines alone), then whole segments
@@ -194,29 +204,17 @@ def _splice_range(old: FileFacts, a: list[str], b: list[str], first: int, last: 
         if doc != old.doc:
             return None
 
-    inside = (first, last)
-    runs = {
-        "defs": _run(old.defs, lambda d: d.start, *inside),
-        "imports": _run(old.imports, lambda i: i.line, *inside),
-        "sites": _run(old.sites, lambda x: x.line, *inside),
-        "literals": _run(old.literals, lambda x: x[1], *inside),
-        "flows": _run(old.flows, lambda x: x[2], *inside),
-    }
+    runs = {name: _run(getattr(old, name), line, first, last) for name, (line, _) in FACT_FIELDS.items()}
     if any(run is None for run in runs.values()):
         return None  # facts come in statement order, each inside its statement's lines
 
-    def spliced(field: str, shift: Callable[[Any], Any]) -> list[Any]:
-        items = getattr(old, field)
-        i, j = runs[field]  # type: ignore[misc]
-        after = items[j:] if delta == 0 else [shift(x) for x in items[j:]]
-        return [*items[:i], *getattr(new.facts, field), *after]
-
     out = FileFacts(path=old.path, digest=digest, lines=len(b), is_test_file=old.is_test_file)
-    out.defs = spliced("defs", lambda d: _shift_def(d, delta))
-    out.imports = spliced("imports", lambda i: Import(i[0], i[1] + delta, *i[2:]))
-    out.sites = spliced("sites", lambda x: Site(x[0], x[1] + delta, x[2], x[3], x[4]))
-    out.literals = spliced("literals", lambda x: (x[0], x[1] + delta, x[2]))[:MAX_LITERALS]
-    out.flows = spliced("flows", lambda x: (x[0], x[1], x[2] + delta, *x[3:]))
+    for name, (_, shift) in FACT_FIELDS.items():
+        items = getattr(old, name)
+        lo, hi = runs[name]  # type: ignore[misc]
+        after = items[hi:] if delta == 0 else [shift(x, delta) for x in items[hi:]]
+        setattr(out, name, [*items[:lo], *getattr(new.facts, name), *after])
+    out.literals = out.literals[:MAX_LITERALS]
     out.all_names = new.facts.all_names if "__all__" in names else old.all_names
     out.doc, out.words = old.doc, old.words
     out.tops = [*spans[:i], *new.tops, *((f + delta, la + delta, n, w, h, m) for f, la, n, w, h, m in spans[j:])]

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from ctx_lsp.index.chunk_terms import chunk_texts, module_chunk_text
 from ctx_lsp.index.extract import MAX_LITERALS, MAX_WORDS, _file_terms, file_words, lines_digest
 from ctx_lsp.index.facts import Def, FileFacts, Import, Site, pack_records, split_lines, unpack_records
-from ctx_lsp.index.splice import Span, _chunked, _extract_part, _shift_def
+from ctx_lsp.index.splice import FACT_FIELDS, Span, _chunked, _extract_part
 from ctx_lsp.retrieval.text import term_counts  # the one tokenizer of lexical search; imports nothing of ours
 
 
@@ -105,15 +105,6 @@ def _per_statement(items: Sequence[Any], line: Callable[[Any], int], spans: list
     return bounds
 
 
-_FIELDS: dict[str, tuple[Callable[[Any], int], Callable[[Any, int], Any]]] = {
-    "defs": (lambda d: d.start, lambda d, delta: _shift_def(d, delta)),
-    "imports": (lambda i: i.line, lambda i, delta: Import(i[0], i[1] + delta, *i[2:])),
-    "sites": (lambda x: x.line, lambda x, delta: Site(x[0], x[1] + delta, x[2], x[3], x[4])),
-    "literals": (lambda x: x[1], lambda x, delta: (x[0], x[1] + delta, x[2])),
-    "flows": (lambda x: x[2], lambda x, delta: (x[0], x[1], x[2] + delta, *x[3:])),
-}
-
-
 class _Entry(NamedTuple):
     k: int  # the old top-level statement (a class) the member was in
     qual: str
@@ -147,7 +138,7 @@ class _Replay:
             ranges = sorted((d.start, d.end) for m in self.spans[k][5] if (d := self.def_of(m[0])) is not None)
             starts = [r[0] for r in ranges]
             got = {}
-            for name, (line, _) in _FIELDS.items():
+            for name, (line, _) in FACT_FIELDS.items():
                 per: dict[int, list[Any]] = {}
                 lo, hi = self.bounds[name][k], self.bounds[name][k + 1]
                 for x in getattr(self.old, name)[lo:hi]:
@@ -167,7 +158,7 @@ class _Replay:
         items = self._member_items(entry.k)
         out: dict[str, list[Any]] = {}
         for name in ("sites", "literals", "imports", "defs"):
-            line, shift = _FIELDS[name]
+            line, shift = FACT_FIELDS[name]
             kept = [x for x in items[name].get(od.start, ()) if line(x) > after]
             out[name] = kept if delta == 0 else [shift(x, delta) for x in kept]
         return od, out["sites"], out["literals"], out["imports"], out["defs"]
@@ -184,7 +175,7 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
     if not found and not any(sp[5] for sp in spans):
         return None
     bounds = {}
-    for name, (line, _) in _FIELDS.items():
+    for name, (line, _) in FACT_FIELDS.items():
         got = _per_statement(getattr(old, name), line, spans)
         if got is None:
             return None
@@ -220,7 +211,7 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
                 if k != 0:
                     return None  # another statement is first now: the module docstring may differ
                 doc = old.doc
-            for name, (_, shift) in _FIELDS.items():
+            for name, (_, shift) in FACT_FIELDS.items():
                 lo, hi = bounds[name][k], bounds[name][k + 1]
                 items = getattr(old, name)[lo:hi]
                 getattr(out, name).extend(items if delta == 0 else [shift(x, delta) for x in items])
@@ -244,7 +235,7 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
             return None  # its module-level words may have been cut
         if not tops and part.tops:
             doc = pf.doc
-        for name in _FIELDS:
+        for name in FACT_FIELDS:
             getattr(out, name).extend(getattr(pf, name))
         for node_id, chunk_text in chunk_texts(pf)[1:]:
             # a replayed def's chunk text (qual, signature, doc, words, path) is the old one

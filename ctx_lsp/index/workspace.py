@@ -170,7 +170,7 @@ def _extract_one(root: str, rel: str, max_bytes: int) -> Extracted:
     if decode_error:
         facts.errors.insert(0, decode_error)
     if old is None:
-        return rel, facts, None, size, mtime, reused is not None, None
+        return rel, facts, None, size, mtime, False, None
     # an update compares the old and new interfaces: worked out here, in parallel, not in the parent
     _interface(facts)
     return rel, facts, None, size, mtime, reused is not None, _interface(old)
@@ -805,7 +805,7 @@ class WorkspaceIndex:
         if old is not None and old.digest == digest and st is not None and st.overlay == overlay:
             return 0
         facts = None
-        if old is not None and old.digest != digest:
+        if old is not None and old.digest != digest and old.tops and not old.errors:
             # an edit whose old text is at hand re-extracts the statements it touched; otherwise (a
             # file changed on disk) the statements whose text it kept keep their facts
             before = self._old_text(rel, old)
