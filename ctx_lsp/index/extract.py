@@ -218,7 +218,7 @@ class _Visitor:
             except RecursionError:  # one statement nested too deeply for this walk: keep the others
                 self.facts.errors.append(f"line {stmt.lineno}: nested too deeply; facts of this statement are partial")
                 self._back_to_module()
-            first = min([d.lineno for d in getattr(stmt, "decorator_list", ())] + [stmt.lineno])
+            first = _first_line(stmt)
             last = stmt.end_lineno or stmt.lineno
             self.statements.append((first, last, tuple(sorted(self.attempts)), tuple(module_words[before:]),
                                     lines_digest(self.lines, first, last), tuple(self.members)))
@@ -492,7 +492,7 @@ class _Visitor:
         kind = "method" if parent_kind == "class" else "function"
         if node.name.startswith("test") and self.facts.is_test_file:
             kind = "test"
-        start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+        start = _first_line(node)
         end = node.end_lineno or node.lineno
         header_end = node.body[0].lineno - 1 if node.body else node.lineno
         if node.body and header_end < node.lineno:
@@ -618,7 +618,7 @@ class _Visitor:
             self.expr(kw.value)
         qual = f"{self.qual()}.{node.name}" if self.scope else node.name
         self.bind_local(node.name)
-        start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+        start = _first_line(node)
         end = node.end_lineno or node.lineno
         header_end = node.body[0].lineno - 1 if node.body else node.lineno
         d = Def(
@@ -768,6 +768,7 @@ class _Visitor:
 
 
 def _first_line(node: ast.stmt) -> int:
+    """A statement's first line, its decorators included."""
     return min([d.lineno for d in getattr(node, "decorator_list", ())] + [node.lineno])
 
 

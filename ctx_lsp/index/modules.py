@@ -223,7 +223,7 @@ def interface_digests(facts: FileFacts) -> dict[str, str]:
 
 
 def changed_names(old: dict[str, Any], new: dict[str, Any]) -> set[str]:
-    """Top-level names whose interface part differs between two `interface_parts`."""
+    """Interface keys whose part differs between two `interface_parts` (or two `interface_digests`)."""
     return {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
 
 
