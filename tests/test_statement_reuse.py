@@ -85,7 +85,7 @@ def test_reused_statements_give_a_whole_extraction(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     rel = path.name
     old = extract(rel, text)
-    assert old.tops and all(len(t) == 6 for t in old.tops), "a file that parses records each statement's digest"
+    assert old.tops and all(len(t) == 7 for t in old.tops), "a file that parses records each statement's digest"
     reused: dict[str, int] = {}
     for kind, new_text in _versions(text, random.Random(path.name)):
         digest = _digest(new_text)
@@ -298,3 +298,108 @@ def test_unchanged_methods_of_a_changed_class_are_copied_not_walked(monkeypatch:
         + "\n" + methods[5] + "\n\n    def added(self):\n        self.c = Third()\n"
     got = reuse_statements(old, moved, _digest(moved))
     assert got is not None and got == extract("m.py", moved) and "C.m5" in replayed and "C.p" not in replayed
+
+
+def _blanked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    """Spy on the walks of changed stretches: per walk (tried again after a mismatch), the first lines it
+    blanked."""
+    from ctx_lsp.index import splice
+
+    seen: list[tuple[str, ...]] = []
+    original = splice._walk_part
+
+    def spying(path, is_test, lines, first, count, replay, blanks):  # type: ignore[no-untyped-def]
+        seen.append(tuple(lines[s - 1].strip() for s in sorted(blanks)))
+        return original(path, is_test, lines, first, count, replay, blanks)
+
+    monkeypatch.setattr(splice, "_walk_part", spying)
+    return seen
+
+
+def test_unchanged_methods_are_blanked_before_the_parse_and_their_flows_copied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a changed class the unchanged methods are not even parsed: their bodies are blanked and
+    every fact of them, flows included (stored callbacks, pending `self.x()` calls, nested defs,
+    docstrings, a signature over several lines, a decorated first statement), is copied."""
+    cls = '''class Registry(Base):
+    """Holds callbacks."""
+
+    def __init__(self, callback, name):
+        self.callback = callback
+        self.name = name
+
+    def fire(self, *args, **kwargs):
+        """Call the stored callback."""
+        return self.callback(*args, **kwargs)
+
+    def register(
+        self,
+        func,
+    ):
+        @wraps(func)
+        def inner(*a):
+            return func(*a)
+        self.handlers.append(inner)
+        return inner
+
+    def changed(self):
+        return 1
+'''
+    text = "import os\n\n\n" + cls + "\n\ndef tail(x):\n    return x\n"
+    old = extract("m.py", text)
+    seen = _blanked(monkeypatch)
+    new = text.replace("        return 1", "        value = compute()\n        return self.fire(value)")
+    got = reuse_statements(old, new, _digest(new))
+    want = extract("m.py", new)
+    assert got is not None and got == want
+    assert seen == [("def __init__(self, callback, name):", "def fire(self, *args, **kwargs):",
+                                 "def register(")]
+    kinds = {(f[0], f[1]) for f in got.flows}
+    assert ("Registry.fire", "callself") in kinds and ("Registry.register", "store") in kinds
+    assert next(d for d in got.defs if d.qual == "Registry.fire").doc == "Call the stored callback."
+
+
+def test_a_class_that_stores_other_attributes_walks_its_methods_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copied method's `self.x(...)` flows were kept against the attributes its class stored then:
+    when a changed method starts storing `x`, the class's methods are walked, and the call appears."""
+    text = '''class Button:
+    def __init__(self, label):
+        self.label = label
+
+    def click(self):
+        return self.on_click()
+
+
+class Other:
+    def a(self):
+        return self.run()
+
+    def b(self):
+        return 2
+'''
+    old = extract("m.py", text)
+    assert not any(f[1] == "callself" for f in old.flows)  # nothing stores `on_click` yet
+    seen = _blanked(monkeypatch)
+    new = text.replace("        self.label = label", "        self.label = label\n        self.on_click = label") \
+        .replace("        return 2", "        return 3")
+    got = reuse_statements(old, new, _digest(new))
+    assert got is not None and got == extract("m.py", new)
+    assert ("Button.click", "callself") in {(f[0], f[1]) for f in got.flows}
+    # one stretch (both classes changed): tried with both blanked, then with Other's `a` only
+    assert seen == [("def click(self):", "def a(self):"), ("def a(self):",)]
+
+
+def test_a_method_text_under_another_class_or_in_a_string_is_walked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a method of the class it was in is blanked, and a blanked text the parse does not find as
+    that method (here: inside a string) is walked: the result still equals a whole extraction."""
+    body = "    def helper(self, x):\n        return self.compute(x) + 1\n"
+    text = f"class A:\n{body}\n    def other(self):\n        return 0\n"
+    old = extract("m.py", text)
+    seen = _blanked(monkeypatch)
+    renamed = text.replace("class A:", "class B:")
+    got = reuse_statements(old, renamed, _digest(renamed))
+    assert got is not None and got == extract("m.py", renamed) and seen[-1] == ()
+    seen.clear()
+    quoted = f'class A:\n    doc = """\n{body}"""\n\n    def other(self):\n        return 1\n'
+    got = reuse_statements(old, quoted, _digest(quoted))
+    assert got is not None and got == extract("m.py", quoted)
+    assert seen == [("def helper(self, x):",), ()]  # blanked inside the string, found out, walked whole

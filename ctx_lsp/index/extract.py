@@ -42,7 +42,7 @@ from ctx_lsp.index.facts import (
     is_test_path,
     split_lines,
 )
-from ctx_lsp.index.flowfacts import flow_facts
+from ctx_lsp.index.flowfacts import FlowWalk, walk_flows
 from ctx_lsp.index.parse import parse_tolerant, parso_defs
 
 
@@ -56,6 +56,19 @@ class MemberReplay(Protocol):
                                                                      list[Import], list[Def]]:
         """The old Def, then the facts of its body (sites, literals, imports, nested defs) with their
         lines moved to where the member now starts (`start`; its header now ends on `header_last`)."""
+        ...
+
+    def blanks(self, lines: list[str], first: int, last: int) -> dict[int, tuple[int, int, int, str]]:
+        """Members whose old text lines [first, last] seem to hold, to blank before the parse: first
+        line -> (last line, body's first line, its first statement's line, class). The walk proves them."""
+        ...
+
+    def flows(self, qual: str, digest: str, start: int) -> tuple[str, list[Any], tuple[str, ...]]:
+        """A member's body flows (lines moved to `start`) and the attributes it stores (FlowReplay)."""
+        ...
+
+    def class_stored(self, quals: set[str]) -> dict[str, tuple[str, ...] | None]:
+        """The attributes the top-level classes of these members stored in the old version."""
         ...
 
 
@@ -78,13 +91,30 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
     else:
         visitor = _Visitor(facts, lines)
         visitor.run(tree)
-        facts.flows = flow_facts(tree, visitor.col)
-        if not facts.errors:
-            facts.tops = visitor.statements
+        walk = walk_flows(tree, visitor.col)
+        facts.flows = walk.flows
+        if not facts.errors and not walk.gave_up:
+            facts.tops = with_stored(visitor.statements, walk)
     facts.words = file_words(path, facts.words)
     facts.terms = _file_terms(text)
     facts.chunk_terms = chunk_term_counts(facts)
     return facts
+
+
+def with_stored(statements: list[Any], walk: FlowWalk) -> list[Any]:
+    """`_Visitor.statements` completed from the flow walk: each member gets the attributes it stores,
+    and each statement the attributes its top-level classes store, as (class, attributes) pairs
+    (FileFacts.tops; a later version's walk copies a member's flows only against the same set)."""
+    out = []
+    for first, last, names, words, digest, members in statements:
+        if members:
+            members = tuple((*m, walk.member_stored.get(m[0], ())) for m in members)
+            classes = sorted({m[0].partition(".")[0] for m in members})
+            stored = tuple((c, a) for c in classes if (a := walk.class_stored.get(c)) is not None)
+        else:
+            stored = ()
+        out.append((first, last, names, words, digest, members, stored))
+    return out
 
 
 def file_words(path: str, module_words: str) -> str:
@@ -161,7 +191,7 @@ class _Visitor:
         # the top-level class being walked: each function member whose name no other member of the class
         # binds, as (qual, digest of its text from its first decorator, the attributes it sets on the
         # class in order): what a later version's walk may copy instead of walking (`replay`)
-        self.members: list[tuple[str, str, tuple[tuple[str, Chain], ...]]] = []
+        self.members: list[tuple[Any, ...]] = []  # (qual, digest, attributes set, body offsets: _body_offsets)
         self.contribs: list[tuple[str, Chain]] | None = None  # attributes the member being walked sets
         self.unique: frozenset[str] = frozenset()  # names bound once in the top-level class being walked
         self.replay: MemberReplay | None = replay
@@ -443,6 +473,8 @@ class _Visitor:
                 return
             ast.copy_location(parsed, node)
             for sub in ast.walk(parsed):
+                if isinstance(sub, ast.expr_context):
+                    continue  # one shared Load()/Store() for every tree: positions set on it leak everywhere
                 ast.copy_location(sub, node)
                 sub.end_lineno = node.lineno  # type: ignore[attr-defined]
             # columns inside a string annotation are approximate (the string's own column)
@@ -560,9 +592,7 @@ class _Visitor:
             d.locals[all_args[0].arg] = ("<cls>",) if is_cls else ("<self>",)
         digest = lines_digest(self.lines, start, end) if member else ""
         entry = self.replay.get(qual, digest) if member and self.replay is not None and not shadow else None
-        header_last = max([node.lineno] + [getattr(n, "end_lineno", 0) or 0 for n in ast.walk(node.args)]
-                          + [node.returns.end_lineno or 0 if node.returns is not None else 0]) \
-            if entry is not None else 0
+        header_last = _header_last(node) if entry is not None else 0
         if entry is not None and node.body and _first_line(node.body[0]) > header_last:
             self._replay_body(entry, d, qual, start, header_last)
             self.words.pop()
@@ -574,7 +604,7 @@ class _Visitor:
             if not shadow:
                 d.words = " ".join(words)
             if member:
-                self.members.append((qual, digest, tuple(self.contribs or ())))
+                self.members.append((qual, digest, tuple(self.contribs or ()), *_body_offsets(node, start)))
                 self.contribs = None
         self.declared_global = saved_global
         self.fill_params.pop()
@@ -596,11 +626,12 @@ class _Visitor:
         # what a body walk sets on its def (assignments, returns, words)
         d.locals = dict(old.locals)
         d.words, d.returns, d.returns_def, d.returns_call = old.words, old.returns, old.returns_def, old.returns_call
+        d.doc = old.doc  # the body may have been blanked before parsing (statement_reuse._Replay.skeleton)
         owner = self.defs_by_qual[self.scope[-2]]
         contribs = entry.contribs
         for attr, value in contribs:
             owner.attrs.setdefault(attr, (qual, value))
-        self.members.append((qual, entry.digest, contribs))
+        self.members.append((qual, entry.digest, contribs, entry.b0, entry.l0))
         self.replayed.add(qual)
 
     def klass(self, node: ast.ClassDef) -> None:
@@ -770,6 +801,23 @@ class _Visitor:
 def _first_line(node: ast.stmt) -> int:
     """A statement's first line, its decorators included."""
     return min([d.lineno for d in getattr(node, "decorator_list", ())] + [node.lineno])
+
+
+def _body_offsets(node: ast.FunctionDef | ast.AsyncFunctionDef, start: int) -> tuple[int, int]:
+    """Where a member's body begins, from its first line: its first statement's first line (decorators
+    included) and that statement's own line; (-1, -1) when the body shares a line with the header
+    (nothing to blank)."""
+    first = _first_line(node.body[0])
+    return (first - start, node.body[0].lineno - start) if first > _header_last(node) else (-1, -1)
+
+
+def _header_last(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """The last line of a def's name, parameters and return annotation. From the header's direct parts
+    (each ends no earlier than what it holds), not ast.walk: that reaches the shared `Load()` context
+    node, whose positions other code may have set."""
+    a = node.args
+    parts = [*a.posonlyargs, *a.args, *a.kwonlyargs, *a.defaults, *a.kw_defaults, a.vararg, a.kwarg, node.returns]
+    return max([node.lineno] + [p.end_lineno or 0 for p in parts if p is not None])
 
 
 def _bound_once(body: list[ast.stmt]) -> frozenset[str]:

@@ -106,7 +106,7 @@ class FileFacts:
     # later version's walk may find unchanged (extract._Visitor.members): what an edit re-extracting
     # statements alone checks (index/splice.py) and what a checkout finds kept
     # (index/statement_reuse.py); None for repaired or parso facts
-    tops: list[tuple[int, int, tuple[str, ...], tuple[str, ...], str, tuple[Any, ...]]] | None = None
+    tops: list[tuple[int, int, tuple[str, ...], tuple[str, ...], str, tuple[Any, ...], tuple[Any, ...]]] | None = None
     # `sites` packed (see pack_sites) while nobody has read them: a warm start loads every file's
     # facts, but only a re-bind or jedi refinement reads a file's sites (280k on Django)
     packed_sites: bytes | None = field(default=None, repr=False, compare=False)

@@ -39,11 +39,41 @@ import ast
 import builtins
 from collections import deque
 from collections.abc import Callable
+from typing import NamedTuple
 
 from ctx_lsp.index.chains import chain_of, child_nodes
 from ctx_lsp.index.facts import Chain
 
 Flow = tuple[str, str, int, int, Chain, str]
+
+
+class FlowReplay(NamedTuple):
+    """Bodies a walk copies instead of walking (index/statement_reuse.py blanks the unchanged methods of
+    a changed class before parsing): `members` maps a method's first line (decorators included) to its
+    qual, the flows its body gave in the earlier version (lines already moved) and the attributes it
+    stores; `classes` maps each such method's top-level class to the attributes that class stored then.
+    The copied flows are exact only if the class stores the same attributes now (its methods' pending
+    flows were kept against that set), so the walk raises ReplayMismatch when it does not."""
+
+    members: dict[int, tuple[str, list[Flow], tuple[str, ...]]]
+    classes: dict[str, tuple[str, ...] | None]
+
+
+class ReplayMismatch(Exception):
+    """A FlowReplay that cannot be exact: walk that class's methods (`cls`), or the full text (no `cls`)."""
+
+    def __init__(self, message: str, cls: str = "") -> None:
+        super().__init__(message)
+        self.cls = cls
+
+
+class FlowWalk(NamedTuple):
+    flows: list[Flow]
+    # per top-level class: the attributes its methods store from a name (None: the name is bound by two
+    # top-level classes); per function of a top-level class: the attributes it stores
+    class_stored: dict[str, tuple[str, ...] | None]
+    member_stored: dict[str, tuple[str, ...]]
+    gave_up: bool  # a statement was too deep for the walk: its flows are partial
 
 _NO_CALLS = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
 
@@ -84,9 +114,9 @@ def _item_base(node: ast.AST | None) -> ast.AST | None:
 
 
 class _Walker:
-    def __init__(self, col: Callable[[int, int], int]) -> None:
+    def __init__(self, col: Callable[[int, int], int], replay: FlowReplay | None = None) -> None:
         self.col = col  # (line, utf-8 byte column) -> code-point column, as sites count them
-        self.out: list[Flow] = []
+        self.out: list[Flow | None] = []  # None: a pending flow dropped (see add_if_stored)
         self.scope: list[str] = []
         self.kinds: list[str] = []
         self.names: list[set[str]] = []  # parameters and assigned names of each function scope
@@ -96,9 +126,15 @@ class _Walker:
         # (`self.callback = callback`), and the flows that only count if their attribute is one of
         # them, kept until the class body has been walked
         self.stored: list[set[str]] = []
-        self.pending: list[list[tuple[Flow, str]]] = []
+        self.pending: list[list[tuple[int, str]]] = []  # (index in `out`, attribute)
         self.kwparam: list[str] = []  # per scope: its `**kwargs` parameter's name ("" for none, classes)
         self._quals: dict[tuple[str, ...], str] = {}
+        self.replay = replay
+        self.replayed = 0
+        self.class_stored: dict[str, tuple[str, ...] | None] = {}
+        self.member_stored: dict[str, tuple[str, ...]] = {}
+        self.member_attrs: set[str] | None = None  # what the function of a top-level class being walked stores
+        self.gave_up = False
 
     def qual(self) -> str:
         # one string per scope, shared by all its flows (Django has ~100k flows)
@@ -148,10 +184,17 @@ class _Walker:
             try:
                 self.stmt(node)
             except RecursionError:  # nested too deeply for this walk: the flows of the other statements stand
+                self.gave_up = True
+                for pend in self.pending:
+                    for idx, _ in pend:
+                        self.out[idx] = None
                 for stack in (self.scope, self.kinds, self.names, self.params, self.fed, self.stored, self.pending,
                               self.kwparam):
                     stack.clear()
-        return self.out
+                self.member_attrs = None
+        if self.replay is not None and self.replayed != len(self.replay.members):
+            raise ReplayMismatch("a blanked body was not copied")
+        return [f for f in self.out if f is not None]
 
     def stmts(self, body: list[ast.stmt]) -> None:
         for node in body:
@@ -165,6 +208,8 @@ class _Walker:
             self.function(node)
             return
         if isinstance(node, ast.ClassDef):
+            top = not self.scope
+            replayed_before = self.replayed
             self.scope.append(node.name)
             self.kinds.append("class")
             self.names.append(set())
@@ -176,7 +221,16 @@ class _Walker:
             self.stmts(node.body)
             self.kwparam.pop()
             stored = self.stored.pop()
-            self.out.extend(flow for flow, attr in self.pending.pop() if attr in stored)
+            for idx, wanted in self.pending.pop():
+                if wanted not in stored:
+                    self.out[idx] = None  # dropped at the end of the walk
+            if top:
+                attrs = tuple(sorted(stored))
+                self.class_stored[node.name] = None if node.name in self.class_stored else attrs
+                if self.replayed != replayed_before and (
+                        self.replay is None or self.replay.classes.get(node.name) != attrs
+                        or self.class_stored[node.name] is None):
+                    raise ReplayMismatch(f"class {node.name} stores other attributes now", node.name)
             self.fed.pop()
             self.params.pop()
             self.names.pop()
@@ -195,6 +249,8 @@ class _Walker:
                         self.add("store", node, (attr,), value.id)
                         if self.stored and isinstance(target, ast.Attribute):
                             self.stored[-1].add(attr)
+                            if self.member_attrs is not None and len(self.stored) == 1:
+                                self.member_attrs.add(attr)
                     key = self.kwargs_key(target)
                     if key is not None:
                         self.add("kwstore", node, key, value.id)
@@ -236,6 +292,7 @@ class _Walker:
 
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         qual = ".".join(self.scope + [node.name])
+        member = len(self.kinds) == 1 and self.kinds[0] == "class"  # a function of a top-level class
         for dec in node.decorator_list:
             chain = chain_of(dec)
             if chain is not None:
@@ -257,7 +314,21 @@ class _Walker:
         self.fed.append(set())
         self.kwparam.append(kwparam)
         self.add("params", node, tuple(params) + ((f"**{kwparam}",) if kwparam else ()), "")
-        self.stmts(node.body)
+        copied = self.replay.members.get(_first_line(node)) if self.replay is not None and member else None
+        if copied is not None:
+            if copied[0] != qual:
+                raise ReplayMismatch(f"{qual} is not the blanked {copied[0]}")
+            self.out.extend(copied[1])
+            self.stored[-1].update(copied[2])
+            self.member_stored[qual] = copied[2]
+            self.replayed += 1
+        elif member:
+            self.member_attrs = set()
+            self.stmts(node.body)
+            self.member_stored[qual] = tuple(sorted(self.member_attrs))
+            self.member_attrs = None
+        else:
+            self.stmts(node.body)
         self.kwparam.pop()
         self.fed.pop()
         self.params.pop()
@@ -353,11 +424,26 @@ class _Walker:
         if not attr:
             self.add(kind, node, chain, name)
         elif self.pending and self.scope and self.kinds[-1] == "function":
+            # in walk order, dropped at the class's end unless a method stores `attr`: a method's flows
+            # are one run after its `params` flow, which a later version can copy (FlowReplay)
             line, col = self.position(node)
-            self.pending[-1].append(((self.qual(), kind, line, col, chain, name), attr))
+            self.pending[-1].append((len(self.out), attr))
+            self.out.append((self.qual(), kind, line, col, chain, name))
+
+
+def _first_line(node: ast.stmt) -> int:
+    return min([d.lineno for d in getattr(node, "decorator_list", ())] + [node.lineno])
 
 
 def flow_facts(tree: ast.Module, col: Callable[[int, int], int]) -> list[Flow]:
     """The flows of one parsed module (see the module docstring). `col` converts (line, utf-8 byte
     column) to the code-point column extract's sites use. Never raises on valid trees."""
     return _Walker(col).run(tree)
+
+
+def walk_flows(tree: ast.Module, col: Callable[[int, int], int], replay: FlowReplay | None = None) -> FlowWalk:
+    """flow_facts with what a later version's walk needs to copy method bodies (FlowWalk). Raises
+    ReplayMismatch only with a `replay` that cannot be exact."""
+    w = _Walker(col, replay)
+    flows = w.run(tree)
+    return FlowWalk(flows, w.class_stored, w.member_stored, w.gave_up)

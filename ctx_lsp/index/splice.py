@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ctx_lsp.index.chunk_terms import chunk_texts
-from ctx_lsp.index.extract import MAX_LITERALS, MemberReplay, _Visitor
+from ctx_lsp.index.extract import MAX_LITERALS, MemberReplay, _Visitor, lines_digest, with_stored
 from ctx_lsp.index.facts import (
     UNPARSABLE,
     Def,
@@ -37,14 +37,15 @@ from ctx_lsp.index.facts import (
     split_lines,
     unpack_records,
 )
-from ctx_lsp.index.flowfacts import flow_facts
+from ctx_lsp.index.flowfacts import FlowReplay, ReplayMismatch, walk_flows
 from ctx_lsp.retrieval.text import term_counts
 
 T = TypeVar("T")
 
 
-# FileFacts.tops: first, last, names, module words, text digest, members (extract._Visitor.members)
-Span = tuple[int, int, tuple[str, ...], tuple[str, ...], str, tuple[Any, ...]]
+# FileFacts.tops: first, last, names, module words, text digest, members (extract._Visitor.members),
+# the attributes its top-level classes store (extract.with_stored)
+Span = tuple[int, int, tuple[str, ...], tuple[str, ...], str, tuple[Any, ...], tuple[Any, ...]]
 
 
 class _Part:
@@ -58,22 +59,63 @@ class _Part:
 
 def _extract_part(path: str, is_test: bool, lines: list[str], first: int, count: int,
                   replay: MemberReplay | None = None) -> _Part | None:
-    body = "\n".join(lines[first - 1 : first - 1 + count])
+    blanks = replay.blanks(lines, first, first + count - 1) if replay is not None else {}
+    for _ in range(3):
+        if not blanks:
+            break
+        try:
+            return _walk_part(path, is_test, lines, first, count, replay, blanks)
+        except ReplayMismatch as exc:
+            # a class whose methods store other attributes now: walk its methods; a blanked text that
+            # was not the member it looked like: walk everything
+            blanks = {k: v for k, v in blanks.items() if v[3] != exc.cls} if exc.cls else {}
+    return _walk_part(path, is_test, lines, first, count, replay, {})
+
+
+def _walk_part(path: str, is_test: bool, lines: list[str], first: int, count: int, replay: MemberReplay | None,
+               blanks: dict[int, tuple[int, int, int, str]]) -> _Part | None:
+    """`_extract_part` with the bodies `blanks` names (first line -> last line, body start, its first
+    statement's line, class) replaced before the parse; their facts are copied from `replay`. Raises
+    ReplayMismatch when a blanked body's facts cannot be copied exactly."""
+    body = lines[first - 1 : first - 1 + count]
+    for end, b0, l0, _ in blanks.values():
+        # the body becomes `()` spread over its lines, its first statement's line kept in place
+        # (the signature runs up to it): the header parses as it is, every line number stays
+        indent = lines[l0 - 1][: len(lines[l0 - 1]) - len(lines[l0 - 1].lstrip())]
+        for ln in range(b0, end + 1):
+            body[ln - first] = ""
+        body[l0 - first] = indent + ("()" if l0 == end else "(")
+        if l0 != end:
+            body[end - first] = indent + ")"
     try:
         # padded with empty lines, so every line number is already the file's
-        tree = ast.parse("\n" * (first - 1) + body + "\n", type_comments=False)
+        tree = ast.parse("\n" * (first - 1) + "\n".join(body) + "\n", type_comments=False)
     except UNPARSABLE:
+        if blanks:
+            raise ReplayMismatch("the blanked text does not parse") from None
         return None
     facts = FileFacts(path=path, digest="", lines=len(lines), is_test_file=is_test)
     visitor = _Visitor(facts, lines, replay)
     try:
         visitor.run(tree)
-        facts.flows = flow_facts(tree, visitor.col)
+        flow_replay = None
+        if blanks:
+            assert replay is not None
+            copied = {d.start: d for d in facts.defs if d.qual in visitor.replayed}
+            members: dict[int, Any] = {}
+            for start, (end, *_) in blanks.items():
+                d = copied.get(start)
+                if d is None or d.end != end:
+                    raise ReplayMismatch(f"line {start} was blanked but not copied")
+                members[start] = replay.flows(d.qual, lines_digest(lines, start, end), start)
+            flow_replay = FlowReplay(members, replay.class_stored({m[0] for m in members.values()}))
+        walk = walk_flows(tree, visitor.col, flow_replay)
+        facts.flows = walk.flows
     except (RecursionError, MemoryError):
         return None
-    if facts.errors:
+    if facts.errors or walk.gave_up:
         return None
-    return _Part(facts, visitor.statements, visitor.replayed)
+    return _Part(facts, with_stored(visitor.statements, walk), visitor.replayed)
 
 
 def _common_ends(a: list[str], b: list[str]) -> tuple[int, int]:
@@ -217,7 +259,7 @@ def _splice_range(old: FileFacts, a: list[str], b: list[str], first: int, last: 
     out.literals = out.literals[:MAX_LITERALS]
     out.all_names = new.facts.all_names if "__all__" in names else old.all_names
     out.doc, out.words = old.doc, old.words
-    out.tops = [*spans[:i], *new.tops, *((f + delta, la + delta, n, w, h, m) for f, la, n, w, h, m in spans[j:])]
+    out.tops = [*spans[:i], *new.tops, *((sp[0] + delta, sp[1] + delta, *sp[2:]) for sp in spans[j:])]  # type: ignore[misc]
     terms = Counter(old.terms)
     terms.subtract(term_counts("\n".join(a[first - 1 : last])))
     terms.update(term_counts("\n".join(b[first - 1 : last + delta])))

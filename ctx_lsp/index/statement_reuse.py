@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 from ctx_lsp.index.chunk_terms import chunk_texts, module_chunk_text
 from ctx_lsp.index.extract import MAX_LITERALS, MAX_WORDS, _file_terms, file_words, lines_digest
 from ctx_lsp.index.facts import Def, FileFacts, Import, Site, pack_records, split_lines, unpack_records
+from ctx_lsp.index.flowfacts import ReplayMismatch
 from ctx_lsp.index.splice import FACT_FIELDS, Span, _chunked, _extract_part
 from ctx_lsp.retrieval.text import term_counts  # the one tokenizer of lexical search; imports nothing of ours
 
@@ -110,6 +111,9 @@ class _Entry(NamedTuple):
     qual: str
     digest: str
     contribs: tuple[tuple[str, Any], ...]  # attributes it set on its class, in order
+    b0: int  # its body's first line, from its own first line (-1: the body shares the header's line)
+    l0: int  # its body's first statement's own line, from its first line
+    stored: tuple[str, ...]  # the instance attributes it stores from a name (flowfacts)
 
 
 class _Replay:
@@ -118,9 +122,11 @@ class _Replay:
 
     def __init__(self, old: FileFacts, spans: list[Span], bounds: dict[str, list[int]]) -> None:
         self.old, self.spans, self.bounds = old, spans, bounds
-        self.entries = {(m[0], m[1]): _Entry(k, m[0], m[1], m[2]) for k, sp in enumerate(spans) for m in sp[5]}
+        self.entries = {(m[0], m[1]): _Entry(k, *m) for k, sp in enumerate(spans) for m in sp[5]}
         self._defs: dict[str, Def] | None = None
         self._items: dict[int, dict[str, dict[int, list[Any]]]] = {}  # statement -> field -> member start -> facts
+        self._by_text: dict[tuple[int, str], list[tuple[int, int, str]]] | None = None
+        self._params: dict[str, int] | None = None  # def qual -> index of its `params` flow
 
     def def_of(self, qual: str) -> Def | None:
         if self._defs is None:
@@ -130,6 +136,87 @@ class _Replay:
     def get(self, qual: str, digest: str) -> _Entry | None:
         entry = self.entries.get((qual, digest))
         return entry if entry is not None and self.def_of(qual) is not None else None
+
+    def blanks(self, lines: list[str], first: int, last: int) -> dict[int, tuple[int, int, int, str]]:
+        """Unchanged members to blank before parsing lines [first, last] (MemberReplay.blanks): a text
+        of an old member's length and digest, starting at an indented `def` or decorator under a
+        top-level `class` line of the member's class name, and ending where the next code line is
+        indented no deeper than its start."""
+        if self._by_text is None:
+            self._by_text = {}
+            for entry in self.entries.values():
+                od = self.def_of(entry.qual)
+                if od is not None and entry.b0 > 0:
+                    key = (od.end - od.start + 1, entry.digest)
+                    self._by_text.setdefault(key, []).append((entry.b0, entry.l0, entry.qual.partition(".")[0]))
+        if not self._by_text:
+            return {}
+        lengths = sorted({n for n, _ in self._by_text})
+        indents = [-1] * (last + 2)  # per line: its indentation, -1 for blank and comment lines
+        for i in range(first, last + 1):
+            text = lines[i - 1]
+            stripped = text.lstrip()
+            if stripped and stripped[0] != "#":
+                indents[i] = len(text) - len(stripped)
+        next_indent = [-1] * (last + 2)  # the indentation of the next code line below (-1: none)
+        for i in range(last, first - 1, -1):
+            next_indent[i] = indents[i + 1] if indents[i + 1] >= 0 else next_indent[i + 1]
+        out: dict[int, tuple[int, int, int, str]] = {}
+        cls = ""  # the class a column-0 `class` line above opened ("" under any other column-0 line)
+        i = first
+        while i <= last:
+            ind = indents[i]
+            stripped = lines[i - 1].lstrip()
+            if ind == 0:
+                cls = stripped[6:].split("(")[0].split(":")[0].strip() if stripped.startswith("class ") else ""
+            elif ind > 0 and cls and stripped.startswith(("def ", "async def ", "@")):
+                for n in lengths:
+                    e = i + n - 1
+                    if e > last:
+                        break
+                    if indents[e] < 0 or next_indent[e] > ind:
+                        continue
+                    hits = self._by_text.get((n, lines_digest(lines, i, e)))
+                    hit = next((h for h in hits if h[2] == cls), None) if hits else None
+                    if hit is not None and indents[i + hit[1]] > ind:
+                        out[i] = (e, i + hit[0], i + hit[1], cls)
+                        i = e
+                        break
+            i += 1
+        return out
+
+    def flows(self, qual: str, digest: str, start: int) -> tuple[str, list[Any], tuple[str, ...]]:
+        """(MemberReplay.flows) the old flows after the member's `params` flow that its walk gave: one
+        run, every scope the member's or nested in it (pending flows stay in walk order)."""
+        entry = self.entries[(qual, digest)]
+        od = self.def_of(qual)
+        assert od is not None
+        flows = self.old.flows
+        if self._params is None:
+            self._params = {}
+            for idx, fl in enumerate(flows):
+                if fl[1] == "params":
+                    self._params.setdefault(fl[0], idx)
+        at = self._params.get(qual)
+        if at is None:
+            raise ReplayMismatch(f"no flows of {qual} to copy")
+        i = at + 1
+        j = i
+        inner = qual + "."
+        while j < len(flows) and (flows[j][0] == qual or flows[j][0].startswith(inner)):
+            j += 1
+        delta = start - od.start
+        shift = FACT_FIELDS["flows"][1]
+        run = list(flows[i:j]) if delta == 0 else [shift(x, delta) for x in flows[i:j]]
+        return qual, run, entry.stored
+
+    def class_stored(self, quals: set[str]) -> dict[str, tuple[str, ...] | None]:
+        out: dict[str, tuple[str, ...] | None] = {}
+        for (qual, _), e in self.entries.items():
+            if qual in quals:
+                cls = qual.partition(".")[0]
+                out[cls] = dict(self.spans[e.k][6]).get(cls)
+        return out
 
     def _member_items(self, k: int) -> dict[str, dict[int, list[Any]]]:
         """Statement k's facts, per member (by its first line)."""
@@ -217,7 +304,7 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
                 getattr(out, name).extend(items if delta == 0 else [shift(x, delta) for x in items])
             d_lo, d_hi = bounds["defs"][k], bounds["defs"][k + 1]
             chunks.extend(old_chunks[chunk_at[d_lo] : chunk_at[d_hi]])
-            tops.append((first, last, sp[2], sp[3], sp[4], sp[5]))
+            tops.append((first, last, *sp[2:]))
             if "__all__" in sp[2]:
                 if next(j for j, s in enumerate(spans) if "__all__" in s[2]) != k:
                     return None  # old __all__ came from an earlier statement
@@ -270,7 +357,7 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
         for i, t in enumerate(tops):
             room = max(MAX_WORDS - len(module_words), 0)
             if len(t[3]) > room:
-                tops[i] = (t[0], t[1], t[2], t[3][:room], t[4], t[5])
+                tops[i] = (t[0], t[1], t[2], t[3][:room], *t[4:])
             module_words.extend(tops[i][3])
         out.words = file_words(old.path, " ".join(module_words + ([new_doc] if new_doc else [])))
         module_chunk = [old.path, dict(term_counts(module_chunk_text(old.path, new_doc, out.words)))]

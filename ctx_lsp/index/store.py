@@ -28,7 +28,7 @@ from ctx_lsp.index.model import Edge
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 16  # 16: each top-level statement's module-level words, text digest and class members (FileFacts.tops, index/statement_reuse.py); 15: each file's top-level statement starts and names (FileFacts.tops); 14: a file's defs as node rows plus their packed rest, built on first read; 13: a file's term counts packed apart, unpacked on first read; 12: derived sections (the lexical indexes, retrieval/engine.py lexical_snapshot); 11: each file's chunk term counts (index/chunk_terms.py); 10: flows and a binding's dependencies packed apart too, unpacked on first read; 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
+SCHEMA = 17  # 17: each class member's body offsets and stored attributes, each top-level class's stored attributes; pending flows in walk order (index/flowfacts.py FlowReplay); 16: each top-level statement's module-level words, text digest and class members (FileFacts.tops, index/statement_reuse.py); 15: each file's top-level statement starts and names (FileFacts.tops); 14: a file's defs as node rows plus their packed rest, built on first read; 13: a file's term counts packed apart, unpacked on first read; 12: derived sections (the lexical indexes, retrieval/engine.py lexical_snapshot); 11: each file's chunk term counts (index/chunk_terms.py); 10: flows and a binding's dependencies packed apart too, unpacked on first read; 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
 MAGIC = b"ctx-lsp\n"
 _PREFIX = len(MAGIC) + 4  # MAGIC, then the CRC-32 (big-endian) of everything after it
 _UNICODE = "surrogatepass"  # any Python str packs and unpacks losslessly
@@ -90,7 +90,9 @@ def facts_from_wire(w: Any) -> FileFacts:
     f.literals = list(w[12])
     f.defer_terms(w[13])
     f.chunk_terms = w[14]
-    f.tops = [(t[0], t[1], tuple(t[2]), tuple(t[3]), t[4], tuple((m[0], m[1], tuple((c[0], tuple(c[1])) for c in m[2])) for m in t[5])) for t in w[16]] if w[16] is not None else None
+    f.tops = [(t[0], t[1], tuple(t[2]), tuple(t[3]), t[4],
+               tuple((m[0], m[1], tuple((c[0], tuple(c[1])) for c in m[2]), m[3], m[4], tuple(m[5])) for m in t[5]),
+               tuple((c[0], tuple(c[1])) for c in t[6])) for t in w[16]] if w[16] is not None else None
     return f
 
 
