@@ -265,3 +265,41 @@ def test_files_only_re_bound_keep_their_lexical_entries_and_equal_a_scratch_buil
     got = _state(e)
     assert set_paths == ["pkg/core.py"]
     assert got == _scratch(root, tmp_path, "scratch")
+
+
+def test_a_file_rewritten_with_most_chunks_unchanged_updates_only_the_rest_and_equals_a_scratch_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout rewrites a file but keeps most of its functions: the chunk index touches only the
+    chunks whose counts changed (one gone, one new, one with other words), and what it then holds and
+    answers equals a scratch build."""
+    from ctx_lsp.retrieval.postings import Postings
+
+    funcs = {name: f"def {name}(value):\n    return '{name} {word} failed: %s' % value\n"
+             for name, word in (("parse_a", "alpha"), ("render_b", "bravo"), ("load_c", "charlie"),
+                                ("save_d", "delta"), ("merge_e", "echo"))}
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    write_tree(root, {"pkg/__init__.py": "", "pkg/mod.py": "\n\n".join(funcs.values()), "pkg/other.py": "X = 1\n"})
+    e = Engine(root, cache_dir=cache)
+    e.open()
+    _state(e)
+    changed = dict(funcs)
+    del changed["load_c"]
+    changed["render_b"] = changed["render_b"].replace("bravo failed", "bravo foxtrot broke")
+    changed["split_f"] = "def split_f(value):\n    return value.split()\n"
+    text = "\n\n".join(changed.values())
+    (root / "pkg/mod.py").write_text(text)
+    touched: list[str] = []
+    for name in ("add_all", "discard_all"):
+        original = getattr(Postings, name)
+
+        def spy(self, item, terms, _original=original):  # type: ignore[no-untyped-def]
+            touched.append(item)
+            return _original(self, item, terms)
+
+        monkeypatch.setattr(Postings, name, spy)
+    e.index.update_file("pkg/mod.py", text)
+    got = _state(e)
+    monkeypatch.undo()
+    chunk_ids = {i for i in touched if "::" in i}
+    assert chunk_ids == {"pkg/mod.py::render_b", "pkg/mod.py::load_c", "pkg/mod.py::split_f"}
+    assert got == _scratch(root, tmp_path, "scratch")

@@ -55,13 +55,15 @@ class FileLexicalIndex:
                 if not holders:
                     del self.path_postings[w]
         old = self._facts.pop(path, None)
+        terms = facts.terms if facts is not None else None
         if old is not None:
             self.total -= self.length.pop(path)
-            self.postings.discard_all(path, old.terms)
-        if facts is None or not facts.terms:
+            # the terms it no longer holds; add_all sets the counts of the others
+            self.postings.discard_all(path, [t for t in old.terms if not terms or t not in terms])
+        if facts is None or not terms:
             return
         self._add(facts, path)
-        self.postings.add_all(path, facts.terms)
+        self.postings.add_all(path, terms)
 
     def _add(self, facts: FileFacts, path: str, words: dict[str, float] | None = None, length: int | None = None) -> None:
         self._facts[path] = facts
