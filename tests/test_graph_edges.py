@@ -14,7 +14,7 @@ import pytest
 from conftest import FIXTURES, build_index
 
 from ctx_lsp.index.graph import CodeGraph
-from ctx_lsp.index.model import Edge, EdgeKind
+from ctx_lsp.index.model import Edge, EdgeKind, Node
 from ctx_lsp.index.workspace import WorkspaceIndex
 
 ROOT = FIXTURES / "edges"
@@ -312,3 +312,28 @@ def test_overload_stubs_give_way_to_the_implementation(index: WorkspaceIndex) ->
     assert node is not None
     line = (ROOT / "app/commands.py").read_text().splitlines()[node.start_line - 1]
     assert line == "def pick(x):", "the node spans the implementation, not the first @overload stub"
+
+
+def test_setting_a_store_to_the_edges_it_holds_leaves_the_graph_or_puts_its_own_edge_back() -> None:
+    """Re-setting a file's edges to the same list (a dependent re-bound after a checkout) changes
+    nothing; but when another store's edge of the same key is the linked one, setting the file's
+    edges again links the file's edge, as dropping and re-adding them always did."""
+    g = CodeGraph()
+    for path in ("a.py", "b.py"):
+        g.set_file(path, [Node(path, "file", path, None, 1, 9), Node(f"{path}::f", "function", path, "f", 1, 2)])
+    mine = Edge("a.py::f", "b.py::f", "CALLS", "a.py", 3, 4, "ast-scope")
+    theirs = Edge("a.py::f", "b.py::f", "CALLS", "a.py", 5, 6, "jedi")
+    g.set_edges("a.py", [mine])
+    revision = g.revision
+    g.set_edges("a.py", [mine])
+    assert g.revision == revision and g.edges_between("a.py::f", "b.py::f") == [mine]
+    g.set_edges("refine:a.py", [theirs], store=g.extra_edges)
+    assert g.edges_between("a.py::f", "b.py::f") == [theirs]
+    g.set_edges("a.py", [mine])
+    assert g.edges_between("a.py::f", "b.py::f") == [mine]
+    # and a store whose edge waits for a missing node keeps waiting
+    g.set_edges("a.py", [mine, Edge("a.py::f", "c.py::g", "CALLS", "a.py", 7, 8, "ast-scope")])
+    g.set_edges("a.py", list(g.file_edges["a.py"]))
+    g.set_file("c.py", [Node("c.py", "file", "c.py", None, 1, 9), Node("c.py::g", "function", "c.py", "g", 1, 2)])
+    g.relink()
+    assert g.has_edge("a.py::f", "c.py::g", "CALLS")
