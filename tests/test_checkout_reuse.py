@@ -102,3 +102,40 @@ def test_files_rewritten_with_the_same_content_keep_their_facts(tmp_path: Path) 
     st = ix.state["main.py"]
     assert (st.size, st.mtime_ns) == (lambda s: (s.st_size, s.st_mtime_ns))((root / "main.py").stat())
     assert ix.refresh() == [] and ix.kept == 0  # the new stats were recorded: nothing read again
+
+
+def _modules(version: int, n: int = 320) -> dict[str, str]:
+    """A package of n modules; each version rewrites every function body."""
+    out = {"pkg/__init__.py": ""}
+    for i in range(n):
+        out[f"pkg/m{i}.py"] = (f"from pkg.m{(i + 1) % n} import f{(i + 1) % n}\n\n\n"
+                               f"def f{i}(x):\n    return f{(i + 1) % n}(x) + {version} * {i}\n\n\n"
+                               f"class C{i}:\n    def run(self):\n        return f{i}({version})\n")
+    return out
+
+
+def test_a_checkout_that_rewrote_most_of_the_code_is_indexed_from_scratch(tmp_path: Path) -> None:
+    """When the new content (in no version the index holds) is most of the workspace, a warm start
+    indexes from scratch instead of updating (cheaper), and equals a scratch build; a `touch` of every
+    file, which changes no content, stays an update that extracts nothing."""
+    import os
+
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    write_tree(root, _modules(1))
+    _open(root, cache)
+
+    write_tree(root, _modules(2))
+    rebuilt, report = _open(root, cache)
+    assert not report.warm and report.extracted == 321
+    scratch, _ = _open(root, tmp_path / "scratch")
+    assert rebuilt.facts == scratch.facts and rebuilt.graph.snapshot() == scratch.graph.snapshot()
+
+    for path in root.rglob("*.py"):
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    touched, report = _open(root, cache)
+    assert report.warm and report.extracted == 0 and touched.facts == scratch.facts
+
+    # a checkout of a fifth of the code stays an update
+    write_tree(root, {k: v for k, v in _modules(3).items() if k.endswith(("1.py", "5.py"))})
+    _, report = _open(root, cache)
+    assert report.warm and report.extracted == 64

@@ -54,6 +54,9 @@ class PreviousFacts:
         while entries and (len(entries) > PREVIOUS_FILES or self._bytes > PREVIOUS_BYTES):
             self._bytes -= len(entries.pop(next(iter(entries))))
 
+    def holds(self, path: str, digest: str) -> bool:
+        return bool(self) and f"{path}\0{digest}" in self._unpacked()
+
     def take(self, path: str, digest: str) -> FileFacts | None:
         """The facts of `path` with this content, if kept (then no longer kept: the index holds them)."""
         entries = self._unpacked()

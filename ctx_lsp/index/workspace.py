@@ -52,6 +52,11 @@ PARALLEL_THRESHOLD = 300  # below this many files a process pool costs more than
 # ... unless they are big: a checkout's changed files are the project's large, busy ones (Django: 275
 # changed files held 43% of the bytes), and 1 MB parses in ~0.4 s against ~0.05 s to start a pool
 PARALLEL_BYTES = 1_000_000
+# a warm start whose new content (in no version the index holds) is more than this share of the
+# workspace's bytes, in at least PARALLEL_THRESHOLD files, indexes from scratch instead: on Django a
+# checkout three years apart (78% of the files, all but 0.2% of the bytes) cost 1.6x a cold index as an
+# update, one four months apart (43% of the bytes) 0.5x
+COLD_FRACTION = 0.5
 
 
 def prepare_threaded_process(*lazy_modules: str) -> None:
@@ -265,6 +270,15 @@ def _decode_cache(cached: dict[str, Any]) -> tuple[dict[str, FileFacts], dict[st
         return None
 
 
+def _cached_states(cached: dict[str, Any]) -> dict[str, FileState] | None:
+    """The file states of a loaded cache (what a warm start compares with the disk), or None when
+    malformed; read before the facts are decoded, so a mostly new tree need not decode them."""
+    try:
+        return {rel: FileState(int(e[0]), int(e[1]), str(e[2])) for rel, e in cached["files"].items()}
+    except Exception:
+        return None
+
+
 def _modules_by_path(ws: Workspace) -> dict[str, list[str]]:
     """The module names each file is known by (the inverse of `ws.modules`)."""
     out: dict[str, list[str]] = {}
@@ -403,27 +417,40 @@ class WorkspaceIndex:
             # changed on disk since as ordinary updates.
             if cached is not None and progress:
                 progress("loading cache", 0, len(found.files))
+            changed: list[str] = []
             with _timed(ph, "decode"):
+                held = _cached_states(cached) if cached is not None else None
+                if cached is not None and held is not None:
+                    sections = cached.get("sections")
+                    self.loaded_stamp = str(cached.get("stamp") or "")
+                    self.loaded_sections = {k: v for k, v in sections.items() if isinstance(v, bytes)} \
+                        if isinstance(sections, dict) else {}
+                    self.previous.load(self.loaded_sections.pop(PREVIOUS_SECTION, None))
+                    stats = {rel: (st.size, st.mtime_ns) for rel, st in held.items()}
+                    changed = [rel for rel in found.files if rel not in found.stats or stats.get(rel) != found.stats[rel]]
+                    if self._mostly_new(changed, held, found.stats):
+                        # a checkout that rewrote most of the code: updating the index would cost more
+                        # than building it (re-extracting, comparing interfaces, re-binding nearly all)
+                        log.info("most of the code is new since the cache was written: indexing from scratch")
+                        cached = None
+                        self.loaded_sections, self.loaded_stamp = {}, ""
                 decoded = _decode_cache(cached) if cached is not None else None
             self.loaded_unchanged = False
-            if decoded is not None and cached is not None:
-                self.loaded_stamp = str(cached.get("stamp") or "")
-                sections = cached.get("sections")
-                self.loaded_sections = {k: v for k, v in sections.items() if isinstance(v, bytes)} \
-                    if isinstance(sections, dict) else {}
-                self.previous.load(self.loaded_sections.pop(PREVIOUS_SECTION, None))
             if cached is not None and decoded is None:
                 log.warning("cache corrupt, rebuilding: %s", self.store.path)
+                self.loaded_sections, self.loaded_stamp = {}, ""
+                self.previous.load(None)
             del cached
             if decoded is not None:
                 facts, binds, states, extra, flow = decoded
-                stats = {rel: (st.size, st.mtime_ns) for rel, st in states.items()}
                 self.state.update(states)
                 self.extra_state = extra
                 with _timed(ph, "install"):
                     self._install(facts, binds, flow)
                 report.warm = True
-                todo = [rel for rel in found.files if rel not in found.stats or stats.get(rel) != found.stats[rel]]
+                todo = changed
+                del facts, binds, states, extra, flow
+            del decoded
             with _timed(ph, "extract"):
                 fresh = self._extract_many(todo, found.files, progress)
             report.extracted, report.reused = len(fresh) - self.reused - self.kept, self.reused
@@ -530,6 +557,29 @@ class WorkspaceIndex:
             old = self.facts.get(rel)
             if old is not None and (f is None or f.digest != old.digest):
                 self.previous.remember(old)
+
+    def _mostly_new(self, changed: list[str], states: dict[str, FileState],
+                    stats: dict[str, tuple[int, int]]) -> bool:
+        """Whether files whose content no version the index holds (the cache's, or `previous`) make up
+        more than COLD_FRACTION of the workspace's bytes, in more than PARALLEL_THRESHOLD files (fewer
+        are updated in well under a second either way). Reads the files whose stat changed (a `touch`
+        or a branch switched back changes no content) until the answer is known."""
+        limit = COLD_FRACTION * sum(size for size, _ in stats.values())
+        if len(changed) < PARALLEL_THRESHOLD or sum(stats[rel][0] if rel in stats else 0 for rel in changed) <= limit:
+            return False  # even if every one of them were new
+        new = 0
+        for rel in changed:
+            read = read_source(self.root, rel, self.filter.max_bytes)
+            if read.data is None:
+                continue
+            digest = content_digest(read.data)
+            held = states.get(rel)
+            if (held is not None and held.digest == digest) or self.previous.holds(rel, digest):
+                continue
+            new += len(read.data)
+            if new > limit:
+                return True
+        return False
 
     def _reuse_known(self, todo: list[str], out: dict[str, FileFacts]) -> list[str]:
         """Files whose stat changed but whose content the index already holds (a `touch`, a copied
