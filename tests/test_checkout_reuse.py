@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import write_tree
 
 from ctx_lsp.index.workspace import WorkspaceIndex
@@ -139,3 +140,44 @@ def test_a_checkout_that_rewrote_most_of_the_code_is_indexed_from_scratch(tmp_pa
     write_tree(root, {k: v for k, v in _modules(3).items() if k.endswith(("1.py", "5.py"))})
     _, report = _open(root, cache)
     assert report.warm and report.extracted == 64
+
+
+def test_a_running_index_rebinds_everything_after_a_checkout_of_most_files(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refresh that changes most files re-binds every file instead of comparing old and new
+    interfaces (which costs more), and equals a scratch build; a small change still compares them
+    and re-binds only what it affects."""
+    from ctx_lsp.index import workspace
+
+    compared: list[str] = []
+    original = workspace._interface
+
+    def counting(f):  # type: ignore[no-untyped-def]
+        compared.append(f.path)
+        return original(f)
+
+    monkeypatch.setattr(workspace, "_interface", counting)
+    bound: list[int] = []
+    bind_many = workspace.WorkspaceIndex._bind_many
+
+    def binding(self, order, progress):  # type: ignore[no-untyped-def]
+        bound.append(len(order))
+        return bind_many(self, order, progress)
+
+    monkeypatch.setattr(workspace.WorkspaceIndex, "_bind_many", binding)
+    root = tmp_path / "ws"
+    write_tree(root, _modules(1, n=400))
+    ix = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
+    ix.load_or_build()
+    write_tree(root, {k: v for k, v in _modules(2, n=400).items() if not k.endswith("0.py")})  # 360 files
+    compared.clear()
+    changed = ix.refresh()
+    assert len(changed) == 360 and not compared and bound[-1] == 401  # every file, __init__ included
+    scratch = WorkspaceIndex(root, cache_dir=tmp_path / "scratch", workers=1)
+    scratch.load_or_build()
+    assert ix.facts == scratch.facts and ix.graph.snapshot() == scratch.graph.snapshot()
+    assert {p: b.edges for p, b in ix.bindings.items()} == {p: b.edges for p, b in scratch.bindings.items()}
+
+    write_tree(root, {"pkg/m7.py": _modules(3, n=400)["pkg/m7.py"]})
+    ix.refresh()
+    assert "pkg/m7.py" in compared and bound[-1] == 1  # a body edit: its interface is the same
