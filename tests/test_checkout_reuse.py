@@ -181,3 +181,16 @@ def test_a_running_index_rebinds_everything_after_a_checkout_of_most_files(tmp_p
     write_tree(root, {"pkg/m7.py": _modules(3, n=400)["pkg/m7.py"]})
     ix.refresh()
     assert "pkg/m7.py" in compared and bound[-1] == 1  # a body edit: its interface is the same
+
+
+def test_an_empty_store_of_previous_versions_is_none() -> None:
+    """A cache written by a cold build holds an empty store: loaded, it is falsy, so a warm start does
+    not read every file whose stat changed to look for versions it cannot hold."""
+    from ctx_lsp.index.facts import pack_records
+    from ctx_lsp.index.previous import PreviousFacts
+
+    store = PreviousFacts()
+    store.load(pack_records({}))
+    assert not store and not store.holds("a.py", "d")
+    store.load(pack_records({"a.py\0d": b"x"}))
+    assert store and store.holds("a.py", "d") and not store.holds("a.py", "e")

@@ -25,7 +25,9 @@ class PreviousFacts:
         self._bytes = 0
 
     def load(self, packed: bytes | None) -> None:
-        self._entries, self._bytes, self._section = {}, 0, packed
+        # an empty store (msgpack's empty map) is none: a warm start then need not read every file
+        # whose stat changed to look for versions it cannot hold
+        self._entries, self._bytes, self._section = {}, 0, packed if packed and packed != b"\x80" else None
 
     def _unpacked(self) -> dict[str, bytes]:
         if self._section is not None:
