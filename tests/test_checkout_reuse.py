@@ -115,29 +115,49 @@ def _modules(version: int, n: int = 320) -> dict[str, str]:
     return out
 
 
-def test_a_checkout_that_rewrote_most_of_the_code_is_indexed_from_scratch(tmp_path: Path) -> None:
+def test_a_checkout_that_rewrote_most_of_the_code_is_indexed_from_scratch(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """When the new content (in no version the index holds) is most of the workspace, a warm start
-    indexes from scratch instead of updating (cheaper), and equals a scratch build; a `touch` of every
-    file, which changes no content, stays an update that extracts nothing."""
+    indexes from scratch instead of updating (cheaper), and equals a scratch build: told by the file
+    states written beside the cache, without reading the cache, or by the cache's own states when that
+    file is missing. A `touch` of every file, which changes no content, stays an update that extracts
+    nothing."""
     import os
 
+    from ctx_lsp.index.store import IndexStore
+
+    reads: list[str] = []
+    load = IndexStore.load
+
+    def counting(self, root):  # type: ignore[no-untyped-def]
+        reads.append(str(root))
+        return load(self, root)
+
+    monkeypatch.setattr(IndexStore, "load", counting)
     root, cache = tmp_path / "ws", tmp_path / "cache"
     write_tree(root, _modules(1))
     _open(root, cache)
 
     write_tree(root, _modules(2))
+    reads.clear()
     rebuilt, report = _open(root, cache)
-    assert not report.warm and report.extracted == 321
+    assert not report.warm and report.extracted == 321 and reads == []
     scratch, _ = _open(root, tmp_path / "scratch")
     assert rebuilt.facts == scratch.facts and rebuilt.graph.snapshot() == scratch.graph.snapshot()
+
+    write_tree(root, _modules(3))
+    (cache / "states.msgpack").unlink()
+    reads.clear()
+    again, report = _open(root, cache)
+    assert not report.warm and reads == [str(root)] and again.facts == _open(root, tmp_path / "scratch3")[0].facts
 
     for path in root.rglob("*.py"):
         os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
     touched, report = _open(root, cache)
-    assert report.warm and report.extracted == 0 and touched.facts == scratch.facts
+    assert report.warm and report.extracted == 0 and touched.facts == again.facts
 
     # a checkout of a fifth of the code stays an update
-    write_tree(root, {k: v for k, v in _modules(3).items() if k.endswith(("1.py", "5.py"))})
+    write_tree(root, {k: v for k, v in _modules(4).items() if k.endswith(("1.py", "5.py"))})
     _, report = _open(root, cache)
     assert report.warm and report.extracted == 64
 

@@ -123,6 +123,34 @@ class IndexStore:
     def __init__(self, cache_dir: Path) -> None:
         self.cache_dir = cache_dir
         self.path = cache_dir / "index.msgpack"
+        # each file's (size, mtime_ns, digest) as of the last write, beside the cache: a warm start reads
+        # it before the cache to tell a checkout that rewrote most of the code (index from scratch, and
+        # the cache's hundred megabytes are not read). Only a hint: a stale or missing one costs time.
+        self.states_path = cache_dir / "states.msgpack"
+
+    def save_states(self, root: Path, states: dict[str, tuple[int, int, str]], has_previous: bool) -> None:
+        header = {"schema": SCHEMA, "version": __version__, "code": CODE, "root": str(root.resolve())}
+        tmp = self.states_path.with_suffix(f".tmp{os.getpid()}")
+        try:
+            tmp.write_bytes(msgpack.packb({**header, "previous": has_previous, "files": states},
+                                          use_bin_type=True, unicode_errors=_UNICODE))
+            os.replace(tmp, self.states_path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+    def load_states(self, root: Path) -> tuple[dict[str, tuple[int, int, str]], bool] | None:
+        """The states `save_states` wrote for this code and root, and whether the cache then held
+        previous versions; None when missing or unusable."""
+        try:
+            data = msgpack.unpackb(self.states_path.read_bytes(), raw=False, strict_map_key=False,
+                                   unicode_errors=_UNICODE)
+            if data.get("schema") != SCHEMA or data.get("version") != __version__ or data.get("code") != CODE \
+                    or data.get("root") != str(root.resolve()):
+                return None
+            return {str(k): (int(v[0]), int(v[1]), str(v[2])) for k, v in data["files"].items()}, bool(data["previous"])
+        except Exception:  # missing, unreadable or malformed: the warm start reads the cache as before
+            return None
 
     def load(self, root: Path) -> dict[str, Any] | None:
         try:

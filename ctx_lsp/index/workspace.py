@@ -280,6 +280,11 @@ def _decode_cache(cached: dict[str, Any]) -> tuple[dict[str, FileFacts], dict[st
         return None
 
 
+def _stat_changed(found: Any, held: dict[str, Any]) -> list[str]:
+    """The files found whose (size, mtime_ns) is not the one `held` records (new files included)."""
+    return [rel for rel in found.files if rel not in found.stats or tuple(held.get(rel, ())[:2]) != found.stats[rel]]
+
+
 def _cached_states(cached: dict[str, Any]) -> dict[str, FileState] | None:
     """The file states of a loaded cache (what a warm start compares with the disk), or None when
     malformed; read before the facts are decoded, so a mostly new tree need not decode them."""
@@ -415,10 +420,17 @@ class WorkspaceIndex:
         gc_was = gc.isenabled()
         gc.disable()  # building millions of small objects: the cyclic GC only costs time here
         try:
-            with _timed(ph, "load"):
-                cached = self.store.load(self.root)
             with _timed(ph, "discover"):
                 found = discover(self.root, self.filter)
+            with _timed(ph, "load"):
+                hint = self.store.load_states(self.root)
+                if hint is not None and not hint[1] and self._mostly_new(
+                        _stat_changed(found, hint[0]), {r: FileState(*st) for r, st in hint[0].items()}, found.stats):
+                    # a checkout that rewrote most of the code (see COLD_FRACTION): not even read
+                    log.info("most of the code is new since the cache was written: indexing from scratch")
+                    cached = None
+                else:
+                    cached = self.store.load(self.root)
             for rel, reason in found.skipped:
                 self.skipped[rel] = reason
             report.files = len(found.files)
@@ -436,8 +448,7 @@ class WorkspaceIndex:
                     self.loaded_sections = {k: v for k, v in sections.items() if isinstance(v, bytes)} \
                         if isinstance(sections, dict) else {}
                     self.previous.load(self.loaded_sections.pop(PREVIOUS_SECTION, None))
-                    stats = {rel: (st.size, st.mtime_ns) for rel, st in held.items()}
-                    changed = [rel for rel in found.files if rel not in found.stats or stats.get(rel) != found.stats[rel]]
+                    changed = _stat_changed(found, {rel: (st.size, st.mtime_ns) for rel, st in held.items()})
                     if self._mostly_new(changed, held, found.stats):
                         # a checkout that rewrote most of the code: updating the index would cost more
                         # than building it (re-extracting, comparing interfaces, re-binding nearly all)
@@ -1073,6 +1084,9 @@ class WorkspaceIndex:
             self.store.save(self.root, entries(), len(rels),
                             {"extra": self.extra_state, "flow": flow, "sections": sections,
                              "stamp": self.writing_stamp})
+            self.store.save_states(self.root, {rel: (self.state[rel].size, self.state[rel].mtime_ns,
+                                                     self.state[rel].digest) for rel in rels},
+                                   bool(self.previous))
         except OSError as exc:
             log.warning("could not write the cache %s: %s", self.store.path, exc)
 
