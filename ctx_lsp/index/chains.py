@@ -10,6 +10,11 @@ import ast
 from ctx_lsp.index.facts import UNPARSABLE, Chain
 
 
+def first_line(node: ast.stmt) -> int:
+    """A statement's first line, its decorators included."""
+    return min([d.lineno for d in getattr(node, "decorator_list", ())] + [node.lineno])
+
+
 def returned_name(value: ast.AST | None) -> ast.Name | None:
     """The name a `return` hands out, seen through the helpers decorators wrap it in:
     `update_wrapper(wrapper, f)`, `wraps(f)(wrapper)`, `cast(F, wrapper)` (functools, typing)."""

@@ -20,6 +20,7 @@ from ctx_lsp.index.chains import (
     callable_result,
     chain_of,
     child_nodes,
+    first_line,
     is_cast,
     is_fixture,
     returned_name,
@@ -248,7 +249,7 @@ class _Visitor:
             except RecursionError:  # one statement nested too deeply for this walk: keep the others
                 self.facts.errors.append(f"line {stmt.lineno}: nested too deeply; facts of this statement are partial")
                 self._back_to_module()
-            first = _first_line(stmt)
+            first = first_line(stmt)
             last = stmt.end_lineno or stmt.lineno
             self.statements.append((first, last, tuple(sorted(self.attempts)), tuple(module_words[before:]),
                                     lines_digest(self.lines, first, last), tuple(self.members)))
@@ -524,7 +525,7 @@ class _Visitor:
         kind = "method" if parent_kind == "class" else "function"
         if node.name.startswith("test") and self.facts.is_test_file:
             kind = "test"
-        start = _first_line(node)
+        start = first_line(node)
         end = node.end_lineno or node.lineno
         header_end = node.body[0].lineno - 1 if node.body else node.lineno
         if node.body and header_end < node.lineno:
@@ -593,7 +594,7 @@ class _Visitor:
         digest = lines_digest(self.lines, start, end) if member else ""
         entry = self.replay.get(qual, digest) if member and self.replay is not None and not shadow else None
         header_last = _header_last(node) if entry is not None else 0
-        if entry is not None and node.body and _first_line(node.body[0]) > header_last:
+        if entry is not None and node.body and first_line(node.body[0]) > header_last:
             self._replay_body(entry, d, qual, start, header_last)
             self.words.pop()
         else:
@@ -649,7 +650,7 @@ class _Visitor:
             self.expr(kw.value)
         qual = f"{self.qual()}.{node.name}" if self.scope else node.name
         self.bind_local(node.name)
-        start = _first_line(node)
+        start = first_line(node)
         end = node.end_lineno or node.lineno
         header_end = node.body[0].lineno - 1 if node.body else node.lineno
         d = Def(
@@ -798,16 +799,11 @@ class _Visitor:
                 stack.extend(child_nodes(cur))
 
 
-def _first_line(node: ast.stmt) -> int:
-    """A statement's first line, its decorators included."""
-    return min([d.lineno for d in getattr(node, "decorator_list", ())] + [node.lineno])
-
-
 def _body_offsets(node: ast.FunctionDef | ast.AsyncFunctionDef, start: int) -> tuple[int, int]:
     """Where a member's body begins, from its first line: its first statement's first line (decorators
     included) and that statement's own line; (-1, -1) when the body shares a line with the header
     (nothing to blank)."""
-    first = _first_line(node.body[0])
+    first = first_line(node.body[0])
     return (first - start, node.body[0].lineno - start) if first > _header_last(node) else (-1, -1)
 
 

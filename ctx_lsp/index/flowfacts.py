@@ -41,7 +41,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ctx_lsp.index.chains import chain_of, child_nodes
+from ctx_lsp.index.chains import chain_of, child_nodes, first_line
 from ctx_lsp.index.facts import Chain
 
 Flow = tuple[str, str, int, int, Chain, str]
@@ -314,7 +314,7 @@ class _Walker:
         self.fed.append(set())
         self.kwparam.append(kwparam)
         self.add("params", node, tuple(params) + ((f"**{kwparam}",) if kwparam else ()), "")
-        copied = self.replay.members.get(_first_line(node)) if self.replay is not None and member else None
+        copied = self.replay.members.get(first_line(node)) if self.replay is not None and member else None
         if copied is not None:
             if copied[0] != qual:
                 raise ReplayMismatch(f"{qual} is not the blanked {copied[0]}")
@@ -429,10 +429,6 @@ class _Walker:
             line, col = self.position(node)
             self.pending[-1].append((len(self.out), attr))
             self.out.append((self.qual(), kind, line, col, chain, name))
-
-
-def _first_line(node: ast.stmt) -> int:
-    return min([d.lineno for d in getattr(node, "decorator_list", ())] + [node.lineno])
 
 
 def flow_facts(tree: ast.Module, col: Callable[[int, int], int]) -> list[Flow]:
