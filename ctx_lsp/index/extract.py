@@ -59,9 +59,10 @@ class MemberReplay(Protocol):
         lines moved to where the member now starts (`start`; its header now ends on `header_last`)."""
         ...
 
-    def blanks(self, lines: list[str], first: int, last: int) -> dict[int, tuple[int, int, int, str]]:
+    def blanks(self, lines: list[str], first: int, last: int) -> dict[int, tuple[int, int, int, str, str]]:
         """Members whose old text lines [first, last] seem to hold, to blank before the parse: first
-        line -> (last line, body's first line, its first statement's line, class). The walk proves them."""
+        line -> (last line, body's first line, its first statement's line, class, text digest). The walk
+        proves them."""
         ...
 
     def flows(self, qual: str, digest: str, start: int) -> tuple[str, list[Any], tuple[str, ...]]:

@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ctx_lsp.index.chunk_terms import chunk_texts
-from ctx_lsp.index.extract import MAX_LITERALS, MemberReplay, _Visitor, lines_digest, with_stored
+from ctx_lsp.index.extract import MAX_LITERALS, MemberReplay, _Visitor, with_stored
 from ctx_lsp.index.facts import (
     UNPARSABLE,
     Def,
@@ -73,12 +73,12 @@ def _extract_part(path: str, is_test: bool, lines: list[str], first: int, count:
 
 
 def _walk_part(path: str, is_test: bool, lines: list[str], first: int, count: int, replay: MemberReplay | None,
-               blanks: dict[int, tuple[int, int, int, str]]) -> _Part | None:
+               blanks: dict[int, tuple[int, int, int, str, str]]) -> _Part | None:
     """`_extract_part` with the bodies `blanks` names (first line -> last line, body start, its first
-    statement's line, class) replaced before the parse; their facts are copied from `replay`. Raises
+    statement's line, class, text digest) replaced before the parse; their facts are copied from `replay`. Raises
     ReplayMismatch when a blanked body's facts cannot be copied exactly."""
     body = lines[first - 1 : first - 1 + count]
-    for end, b0, l0, _ in blanks.values():
+    for end, b0, l0, _, _ in blanks.values():
         # the body becomes `()` spread over its lines, its first statement's line kept in place
         # (the signature runs up to it): the header parses as it is, every line number stays
         indent = lines[l0 - 1][: len(lines[l0 - 1]) - len(lines[l0 - 1].lstrip())]
@@ -103,11 +103,11 @@ def _walk_part(path: str, is_test: bool, lines: list[str], first: int, count: in
             assert replay is not None
             copied = {d.start: d for d in facts.defs if d.qual in visitor.replayed}
             members: dict[int, Any] = {}
-            for start, (end, *_) in blanks.items():
+            for start, (end, _, _, _, digest) in blanks.items():
                 d = copied.get(start)
                 if d is None or d.end != end:
                     raise ReplayMismatch(f"line {start} was blanked but not copied")
-                members[start] = replay.flows(d.qual, lines_digest(lines, start, end), start)
+                members[start] = replay.flows(d.qual, digest, start)
             flow_replay = FlowReplay(members, replay.class_stored({m[0] for m in members.values()}))
         walk = walk_flows(tree, visitor.col, flow_replay)
         facts.flows = walk.flows

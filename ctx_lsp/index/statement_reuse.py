@@ -137,7 +137,7 @@ class _Replay:
         entry = self.entries.get((qual, digest))
         return entry if entry is not None and self.def_of(qual) is not None else None
 
-    def blanks(self, lines: list[str], first: int, last: int) -> dict[int, tuple[int, int, int, str]]:
+    def blanks(self, lines: list[str], first: int, last: int) -> dict[int, tuple[int, int, int, str, str]]:
         """Unchanged members to blank before parsing lines [first, last] (MemberReplay.blanks): a text
         of an old member's length and digest, starting at an indented `def` or decorator under a
         top-level `class` line of the member's class name, and ending where the next code line is
@@ -161,7 +161,7 @@ class _Replay:
         next_indent = [-1] * (last + 2)  # the indentation of the next code line below (-1: none)
         for i in range(last, first - 1, -1):
             next_indent[i] = indents[i + 1] if indents[i + 1] >= 0 else next_indent[i + 1]
-        out: dict[int, tuple[int, int, int, str]] = {}
+        out: dict[int, tuple[int, int, int, str, str]] = {}
         cls = ""  # the class a column-0 `class` line above opened ("" under any other column-0 line)
         i = first
         while i <= last:
@@ -176,10 +176,11 @@ class _Replay:
                         break
                     if indents[e] < 0 or next_indent[e] > ind:
                         continue
-                    hits = self._by_text.get((n, lines_digest(lines, i, e)))
+                    digest = lines_digest(lines, i, e)
+                    hits = self._by_text.get((n, digest))
                     hit = next((h for h in hits if h[2] == cls), None) if hits else None
                     if hit is not None and indents[i + hit[1]] > ind:
-                        out[i] = (e, i + hit[0], i + hit[1], cls)
+                        out[i] = (e, i + hit[0], i + hit[1], cls, digest)
                         i = e
                         break
             i += 1
