@@ -262,8 +262,10 @@ def comparable(index: WorkspaceIndex) -> dict[str, Any]:
     return {
         "nodes": nodes,
         "edges": edges,
-        # every binding, including edges whose target does not exist (not in the graph)
-        "bindings": {p: (tuple(b.edges), b.internal, b.external, tuple(b.unresolved))
+        # every binding, including edges whose target does not exist (not in the graph), and what the
+        # next update reads of it: its dependency keys, flows and site groups (kept or evaluated again)
+        "bindings": {p: (tuple(b.edges), b.internal, b.external, tuple(b.unresolved), frozenset(b.deps),
+                         tuple(b.flows), tuple(sorted(b.groups.items())))
                      for p, b in sorted(index.bindings.items())},
         "files": sorted(index.facts),
         "errors": index.errors(),

@@ -17,11 +17,12 @@ its callback flow constraints).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctx_lsp.index.evaluate import Evaluator
-from ctx_lsp.index.facts import CALL, Chain, unpack_records
+from ctx_lsp.index.facts import CALL, Chain, Def, FileFacts, Import, Site, pack_records, unpack_records
 from ctx_lsp.index.model import (
     RESOLVER_CONTAINS,
     RESOLVER_IMPORT,
@@ -31,7 +32,19 @@ from ctx_lsp.index.model import (
     EdgeKind,
     symbol_id,
 )
-from ctx_lsp.index.modules import EXT, ModuleInfo, Value, name_dep
+from ctx_lsp.index.modules import EXT, ModuleInfo, Value, dep_key, name_dep
+
+# A site group's results: the sites of one interface key's scopes (a top-level function, or a member
+# of a top-level class, with everything nested in it; see modules.dep_key), bound together. Kept per
+# binding so an update re-evaluates only the groups whose text or dependencies changed:
+# (dependency keys read, own file's included; internal calls; external calls; unresolved sites as
+# offsets into the group's sites; the flow constraints its flows made, as indexes into `flows`)
+Group = tuple[frozenset[str], int, int, tuple[int, ...], tuple[int, ...]]
+
+# the edge kinds a site group's scopes make (from sites, imports there, and methods' OVERRIDES); the
+# rest (CONTAINS, IMPORTS, INHERITS) come from defs and imports, bound every time
+_KEPT_KINDS = frozenset({EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value, EdgeKind.REFERENCES.value,
+                         EdgeKind.OVERRIDES.value})
 
 
 @dataclass(slots=True)
@@ -44,24 +57,163 @@ class FileBinding:
     unresolved: list[int] = field(default_factory=list)  # indexes into facts.sites (calls only)
     # callback flow constraints (flow.py): ("v", var, var) | ("f", function id, var) | ("c", caller, var, line, col)
     flows: list[tuple] = field(default_factory=list)
-    # `deps` and `flows` packed (facts.pack_records) while nobody has read them: a warm start loads every
-    # binding, but only an update reads them (8 and 5 MB of a Django cache)
-    packed: tuple[bytes, bytes] | None = field(default=None, repr=False, compare=False)
+    groups: dict[str, Group] = field(default_factory=dict)  # group key -> its results (see Group)
+    # `deps`, `flows` and `groups` packed (facts.pack_records) while nobody has read them, each unpacked
+    # on its first read: a warm start loads every binding, an update reads every binding's deps, and
+    # only the re-bound files' flows and groups (8, 5 and N MB of a Django cache)
+    packed: list[bytes | None] | None = field(default=None, repr=False, compare=False)
 
     def __getattr__(self, name: str) -> Any:
-        # called only for an unset slot: `deps` or `flows` of a binding loaded with them packed
-        if name in ("deps", "flows") and self.packed is not None:
-            self.deps = set(unpack_records(self.packed[0]))
-            self.flows = list(unpack_records(self.packed[1]))
+        # called only for an unset slot: `deps`, `flows` or `groups` of a binding loaded packed
+        i = _PACKED.get(name, -1)
+        data = self.packed[i] if i >= 0 and self.packed is not None else None
+        if data is None:
+            raise AttributeError(name)
+        value: Any
+        if i == 0:
+            value = set(unpack_records(data))
+        elif i == 1:
+            value = list(unpack_records(data))
+        else:  # its keys point into the sorted deps
+            held = self.packed
+            assert held is not None
+            value = unpack_groups(self.path, data, unpack_records(held[0]) if held[0] is not None else sorted(self.deps))
+        setattr(self, name, value)
+        held = self.packed
+        assert held is not None
+        held[i] = None
+        if not any(held):
             self.packed = None
-            return getattr(self, name)
-        raise AttributeError(name)
+        return value
 
-    def defer(self, deps: bytes, flows: bytes) -> None:
-        """Hold `deps` and `flows` as pack_records bytes, unpacked on first read of either."""
-        del self.deps, self.flows
-        self.packed = (deps, flows)
+    def defer(self, deps: bytes, flows: bytes, groups: bytes) -> None:
+        """Hold `deps`, `flows` and `groups` as packed bytes, each unpacked on its first read."""
+        del self.deps, self.flows, self.groups
+        self.packed = [deps, flows, groups]
 
+    def packed_parts(self) -> tuple[bytes, bytes, bytes]:
+        """`deps`, `flows` and `groups` packed, as the cache stores them."""
+        held = self.packed or [None, None, None]
+        if held[2] is None:  # its keys point into the sorted deps
+            deps = list(unpack_records(held[0])) if held[0] is not None else sorted(self.deps)
+            return (held[0] if held[0] is not None else pack_records(deps),
+                    held[1] if held[1] is not None else pack_records(self.flows), pack_groups(self.path, self.groups, deps))
+        return (held[0] if held[0] is not None else pack_records(sorted(self.deps)),
+                held[1] if held[1] is not None else pack_records(self.flows), held[2])
+
+
+def pack_groups(path: str, groups: dict[str, Group], deps: list[str]) -> bytes:
+    """Site groups as [own keys, rows of (key, key indexes, internal, external, unresolved offsets,
+    flow indexes)]: a key index points into `deps` (the binding's sorted dependency keys), then into
+    the own keys (`name_dep(path, own)`: of the file itself, which `deps` leaves out)."""
+    at = {k: i for i, k in enumerate(deps)}
+    own = sorted({d for g in groups.values() for d in g[0] if d not in at})
+    at.update((k, len(deps) + i) for i, k in enumerate(own))
+    cut = len(name_dep(path, ""))
+    rows = [(key, sorted(at[d] for d in g[0]), g[1], g[2], g[3], g[4]) for key, g in sorted(groups.items())]
+    return pack_records(([k[cut:] for k in own], rows))
+
+
+def unpack_groups(path: str, packed: bytes, deps: list[str] | tuple[str, ...]) -> dict[str, Group]:
+    own, rows = unpack_records(packed)
+    table = (*deps, *(name_dep(path, k) for k in own))
+    return {key: (frozenset([table[i] for i in keys]), internal, external, tuple(unresolved), tuple(flows))
+            for key, keys, internal, external, unresolved, flows in rows}
+
+
+_PACKED = {"deps": 0, "flows": 1, "groups": 2}
+
+
+@dataclass(slots=True)
+class PriorBinding:
+    """A file's binding before an update: `Binder.bind_file` keeps the results of its site groups
+    whose sites, defs and imports are the same (up to a shift of lines) and whose dependency keys
+    the update did not change."""
+
+    binding: FileBinding
+    facts: FileFacts  # what it was bound from: the same object when the file's text did not change
+    changed: frozenset[str]  # dependency keys whose meaning the update changed (see WorkspaceIndex._affected)
+
+
+def _moved(constraint: tuple, delta: int) -> tuple:
+    """A flow constraint of a group moved by `delta` lines (only a call's carries a line)."""
+    if delta and constraint[0] == "c":
+        return constraint[:3] + (constraint[3] + delta,) + constraint[4:]
+    return constraint
+
+
+def _classes(facts: FileFacts) -> frozenset[str]:
+    """ModuleInfo.classes of facts, without building their tables."""
+    last = {d.qual: d for d in facts.defs}
+    return frozenset(q for q, d in last.items() if "." not in q and d.kind == "class")
+
+
+_Grouped = tuple[dict[str, list[int]], dict[str, list[Def]], dict[str, list[Import]], dict[str, list[tuple]]]
+
+
+def _by_group(facts: FileFacts, classes: frozenset[str]) -> _Grouped:
+    """Site indexes, defs, imports and flows of each site group (see Group); module level and class
+    bodies of top-level classes are "" and the class name, never kept."""
+    keys: dict[str, str] = {}
+
+    def key(scope: str) -> str:
+        k = keys.get(scope)
+        if k is None:
+            k = keys[scope] = dep_key(classes, scope) if scope else ""
+        return k
+
+    sites: dict[str, list[int]] = {}
+    scope: str | None = None
+    into: list[int] = []
+    for i, s in enumerate(facts.sites):
+        if s.scope != scope:  # sites come in runs of one scope
+            scope = s.scope
+            into = sites.setdefault(key(scope), [])
+        into.append(i)
+    defs: dict[str, list[Def]] = {}
+    for d in facts.defs:
+        defs.setdefault(key(d.qual), []).append(d)
+    imports: dict[str, list[Import]] = {}
+    for imp in facts.imports:
+        imports.setdefault(key(imp.scope), []).append(imp)
+    flows: dict[str, list[tuple]] = {}
+    for fl in facts.flows:
+        flows.setdefault(key(fl[0]), []).append(fl)
+    return sites, defs, imports, flows
+
+
+def _def_shape(d: Def) -> tuple:
+    """What binding reads of a def, but its position."""
+    return (d.qual, d.kind, d.col, d.bases, d.decorators, d.returns, d.value, d.attrs, d.locals,
+            d.returns_def, d.returns_call, d.call_returns)
+
+
+def _shift(old: FileFacts, new: FileFacts, old_g: _Grouped, new_g: _Grouped, key: str) -> int | None:
+    """The line shift that maps group `key`'s old sites, defs, imports and flows onto the new ones, or
+    None when anything but their lines differs (or their lines moved unevenly)."""
+    osites: list[int] = old_g[0].get(key, [])
+    nsites: list[int] = new_g[0].get(key, [])
+    if len(osites) != len(nsites) or not nsites:
+        return None
+    a, b = old.sites, new.sites
+    delta = b[nsites[0]].line - a[osites[0]].line
+    for i, j in zip(osites, nsites, strict=True):
+        s, t = a[i], b[j]
+        if t.line - s.line != delta or s.col != t.col or s.chain != t.chain or s.kind != t.kind or s.scope != t.scope:
+            return None
+    odefs, ndefs = old_g[1].get(key, ()), new_g[1].get(key, ())
+    if len(odefs) != len(ndefs) or any(
+            e.line - d.line != delta or _def_shape(d) != _def_shape(e) for d, e in zip(odefs, ndefs, strict=True)):
+        return None
+    oimps, nimps = old_g[2].get(key, ()), new_g[2].get(key, ())
+    if len(oimps) != len(nimps) or any(
+            j.line - i.line != delta or i._replace(line=0) != j._replace(line=0) for i, j in zip(oimps, nimps, strict=True)):
+        return None
+    oflows, nflows = old_g[3].get(key, ()), new_g[3].get(key, ())
+    if len(oflows) != len(nflows) or any(
+            g[2] - f[2] != delta or f[:2] != g[:2] or f[3:] != g[3:] for f, g in zip(oflows, nflows, strict=True)):
+        return None
+    return delta
 
 
 class Binder(Evaluator):
@@ -70,11 +222,17 @@ class Binder(Evaluator):
     memoize = True  # evaluate a site's name or receiver once per scope (off: every site, for tests)
 
     # -- callback flow (flow.py propagates what this resolves) --------------------------------
-    def bind_flows(self, info: ModuleInfo, called: dict[tuple[int, int, Chain], tuple[str, bool]]) -> list[tuple]:
+    def bind_flows(self, info: ModuleInfo, called: Callable[[tuple[int, int, Chain]], tuple[str, bool] | None],
+                   group_of: Callable[[str], str], deps_of: Callable[[str], set[str]],
+                   skip: Container[str] = ()) -> dict[str, set[tuple]]:
         """Resolve one file's flowfacts into constraints over variables: ("p", def id, name) for a
-        parameter or local, ("a", class id, attr) for an attribute of a class's instances."""
+        parameter or local, ("a", class id, attr) for an attribute of a class's instances. Per site
+        group (see Group) of the flows' scopes, but those in `skip`, its lookups recorded in
+        `deps_of(group)`."""
+
         path = info.facts.path
-        out: set[tuple] = set()
+        per_group: dict[str, set[tuple]] = {}
+        out: set[tuple] = set()  # the current group's: the helpers below add to it
 
         def var(scope: str, name: str) -> tuple | None:
             """The variable `name` denotes in `scope`, or ("fn", id) for a project function."""
@@ -167,6 +325,14 @@ class Binder(Evaluator):
             return ("r", callee)
 
         for scope, kind, line, col, chain, name in info.facts.flows:
+            key = group_of(scope)
+            if key in skip:
+                continue
+            self.deps = deps_of(key)
+            got = per_group.get(key)
+            if got is None:
+                got = per_group[key] = set()
+            out = got
             if kind == "returns":
                 if info.returns_param.get(scope) != name:
                     flow_into(var(scope, name), ("r", symbol_id(path, scope)))
@@ -177,7 +343,7 @@ class Binder(Evaluator):
                 if kw_owner is not None:
                     flow_into(var(scope, name), ("k", kw_owner, chain[1]))
             elif kind == "spread":
-                hit = called.get((line, col, chain))
+                hit = called((line, col, chain))
                 kw_owner = kwargs_owner(scope, name)
                 sig = signature(hit[0], hit[1]) if hit is not None and kw_owner is not None else None
                 if sig is not None:
@@ -185,7 +351,7 @@ class Binder(Evaluator):
                     out.add(("s", kw_owner, sig[0], tuple(n for n in names if not n.startswith("**")),
                              bool(names) and names[-1].startswith("**")))
             elif kind == "result":
-                hit = called.get((line, col, chain))
+                hit = called((line, col, chain))
                 if hit is not None:
                     flow_into(returned(hit[0]), var(scope, name))
             elif kind == "store":
@@ -197,14 +363,14 @@ class Binder(Evaluator):
                 for owner in attrs(scope, chain[0]):
                     flow_into(owner, loaded)
             elif kind == "arg":
-                hit = called.get((line, col, chain))
+                hit = called((line, col, chain))
                 pos, _, arg = name.partition("\0")
                 if hit is not None:
                     target = param(hit[0], hit[1], pos)
                     for src in value_of(scope, arg):
                         flow_into(src, target)
             elif kind == "decor":
-                hit = called.get((line, col, chain))
+                hit = called((line, col, chain))
                 if hit is not None:
                     flow_into(("fn", symbol_id(path, name)), param(hit[0], hit[1], "0"))
             elif kind in ("callvar", "callattr", "callself", "callwrap"):
@@ -215,7 +381,7 @@ class Binder(Evaluator):
                 elif kind in ("callattr", "callself"):
                     targets = list(attrs(scope, chain[0]))
                 else:
-                    hit = called.get((line, col, chain))
+                    hit = called((line, col, chain))
                     if hit is None:
                         continue
                     p = param(hit[0], hit[1], "0")
@@ -227,7 +393,7 @@ class Binder(Evaluator):
                 for t in targets:
                     if t is not None and t[0] != "fn":
                         out.add(("c", caller, t, line, col))
-        return sorted(out, key=repr)
+        return per_group
 
     def wrappers(self, callee_id: str) -> list[str]:
         """The wrapper closures that run when the decorated def `callee_id` is called: for each
@@ -260,12 +426,39 @@ class Binder(Evaluator):
         return out
 
     # -- one file ---------------------------------------------------------------------------
-    def bind_file(self, path: str) -> FileBinding:
+    def bind_file(self, path: str, prior: PriorBinding | None = None) -> FileBinding:
+        """One file's edges, counts, flows and dependency keys. `prior`: its binding before an
+        update, whose unchanged site groups are kept instead of evaluated again."""
         info = self.ws.info[path]
         facts = info.facts
-        self.deps = set()
+        classes = info.classes
+        self.deps = file_deps = set[str]()
         out = FileBinding(path)
         edges: dict[tuple[str, str, str], Edge] = {}
+        keep: dict[str, int] = {}  # kept group -> its line shift
+        site_groups: dict[str, list[int]] = {}
+        if prior is not None and prior.binding.groups:
+            grouped = _by_group(facts, classes)
+            site_groups = grouped[0]
+            keep = self._kept_groups(facts, classes, grouped, prior)
+        group_deps: dict[str, set[str]] = {}
+        keys: dict[str, str] = {}
+
+        def group_of(scope: str) -> str:
+            k = keys.get(scope)
+            if k is None:
+                k = keys[scope] = dep_key(classes, scope) if scope else ""
+            return k
+
+        def deps_of(key: str) -> set[str]:
+            """Where a lookup for `key`'s group records what it read (module level and class
+            bodies are never kept: the file's own set)."""
+            if not key or key in classes:
+                return file_deps
+            got = group_deps.get(key)
+            if got is None:
+                got = group_deps[key] = set()
+            return got
 
         def add(src: str, dst: str, kind: str, line: int, col: int, resolver: str, extra: tuple[str, ...] = ()) -> None:
             key = (src, dst, kind)
@@ -288,6 +481,8 @@ class Binder(Evaluator):
 
         # IMPORTS (file -> file, with names) and REFERENCES for imported project symbols
         for imp in facts.imports:
+            # an import inside a kept group makes edges from that group's scope: its group depends on it
+            self.deps = deps_of(group_of(imp.scope))
             module = self.absolute(info, imp)
             if module is None:
                 continue
@@ -317,7 +512,25 @@ class Binder(Evaluator):
             if value is not None and value[0] == "sym" and value[1] != src_scope:
                 add(src_scope, value[1], EdgeKind.REFERENCES.value, imp.line, imp.col, RESOLVER_IMPORT)
 
-        # INHERITS and OVERRIDES
+        self.deps = file_deps
+
+        # The kept groups' edges from the prior binding, moved by their groups' line shift: only a
+        # group's sites, imports and methods make edges of these kinds from its scopes
+        if keep:
+            assert prior is not None
+            prefix = path + "::"
+            old_classes = classes if prior.facts is facts else _classes(prior.facts)
+            for e in prior.binding.edges:
+                if e.kind in _KEPT_KINDS and e.src.startswith(prefix):
+                    delta = keep.get(dep_key(old_classes, e.src[len(prefix):]))
+                    if delta is None:
+                        continue
+                    if delta or e.extra:
+                        add(e.src, e.dst, e.kind, e.line + delta, e.col, e.resolver, e.extra)
+                    else:
+                        edges.setdefault((e.src, e.dst, e.kind), e)
+
+        # INHERITS and OVERRIDES (a method's, with its group's lookups)
         for d in facts.defs:
             if d.kind != "class":
                 continue
@@ -332,6 +545,10 @@ class Binder(Evaluator):
                 md = info.defs[mq]
                 if md.kind not in ("method", "test"):
                     continue
+                group = group_of(mq)
+                if group in keep:
+                    continue
+                self.deps = deps_of(group)
                 self.resolver = RESOLVER_MRO
                 over = self.member(cid, name, 0, skip_self=True)
                 if over is not None and over[0] == "sym":
@@ -340,8 +557,8 @@ class Binder(Evaluator):
                     odef = self.ws.info[opath].defs.get(oqual)
                     if odef is not None and odef.kind in ("method", "test"):
                         add(symbol_id(path, mq), over[1], EdgeKind.OVERRIDES.value, md.line, md.col, RESOLVER_MRO)
+            self.deps = file_deps
 
-        # CALLS, INSTANTIATES, REFERENCES from sites
         called: dict[tuple[int, int, Chain], tuple[str, bool]] = {}  # call site -> (callee, bound method call)
         # Sites repeat names and receivers (a test file's 8,000 sites hold ~600 distinct scope/name pairs):
         # a name or receiver chain is evaluated once per scope, its value, resolver and deps replayed
@@ -367,7 +584,9 @@ class Binder(Evaluator):
             memo[(scope, key)] = (value, self.resolver, got)
             return value
 
-        for index, site in enumerate(facts.sites):
+        def resolve(site: Site) -> tuple[Value, Value]:
+            """(value, receiver) of a site's chain; for a call, the value is its callee (the loop
+            below does the same inline: it runs once per site, this only for calls a flow asks for)."""
             self.resolver = RESOLVER_SCOPE
             chain = site.chain
             recv: Value = None
@@ -381,49 +600,178 @@ class Binder(Evaluator):
                 value = self.attr(value, last[:-2] if last.endswith("()") else last, 0, raw=site.kind != CALL)
                 if last.endswith("()"):
                     value = self.call_result(value, 0)  # `a.f(x)(y)`: the callee is what f returned
-            src = scope_node(site.scope)
             if site.kind == CALL:
-                callee = self.deref_variable(value, 0)
-                if callee is not None and callee[0] == "inst" and not chain[-1].endswith("()"):
+                value = self.deref_variable(value, 0)
+                if value is not None and value[0] == "inst" and not chain[-1].endswith("()"):
                     # calling a typed instance runs its __call__ (not after `f(a)(b)`: a function's
                     # recorded return is its first, and other branches may return something else)
-                    callee = self.member(callee[1], "__call__", 0)
-                if callee is None:
+                    value = self.member(value[1], "__call__", 0)
+            return value, recv
+
+        def project_def(site: Site, callee: Value, recv: Value) -> tuple[Def, bool] | None:
+            """A resolved call's project def and whether it is a bound method call."""
+            assert callee is not None and callee is not EXT
+            tpath, _, tqual = callee[1].partition("::")
+            self.use(tpath, tqual)
+            tdef = self.ws.info[tpath].defs.get(tqual)
+            if tdef is None:
+                return None
+            if recv is not None:
+                recv = self.deref_variable(recv, 0)  # `registry.hook(f)`: a module variable holding an instance
+            return tdef, recv is not None and recv[0] in ("inst", "super") and not site.chain[-1].endswith("()")
+
+        # per evaluated group: [internal, external, unresolved offsets, sites so far]
+        stats: dict[str, list[Any]] = {}
+        run: str | None = None
+        skip = False
+        st: list[Any] = []
+        src = ""
+        for index, site in enumerate(facts.sites):
+            if site.scope != run:  # sites come in runs of one scope
+                run = site.scope
+                key = group_of(run)
+                skip = key in keep
+                if skip:
+                    continue
+                self.deps = deps_of(key)
+                held = stats.get(key)
+                st = stats[key] = [0, 0, [], 0] if held is None else held
+                src = scope_node(run)
+            elif skip:
+                continue
+            offset = st[3]
+            st[3] += 1
+            self.resolver = RESOLVER_SCOPE
+            chain = site.chain
+            recv: Value = None
+            if len(chain) == 1:
+                value = evaluated(run, chain[0].rstrip("()") if chain[0].endswith("()") else chain[0])
+                if chain[0].endswith("()"):
+                    value = self.call_result(value, 0)
+            else:
+                value = recv = evaluated(run, chain[:-1])
+                last = chain[-1]
+                value = self.attr(value, last[:-2] if last.endswith("()") else last, 0, raw=site.kind != CALL)
+                if last.endswith("()"):
+                    value = self.call_result(value, 0)  # `a.f(x)(y)`: the callee is what f returned
+            if site.kind == CALL:
+                value = self.deref_variable(value, 0)
+                if value is not None and value[0] == "inst" and not chain[-1].endswith("()"):
+                    # calling a typed instance runs its __call__ (not after `f(a)(b)`: a function's
+                    # recorded return is its first, and other branches may return something else)
+                    value = self.member(value[1], "__call__", 0)
+                if value is None or (value is not EXT and value[0] != "sym"):
+                    st[2].append(offset)
                     out.unresolved.append(index)
                     continue
-                if callee is EXT or callee[0] != "sym":
-                    if callee is EXT:
-                        out.external += 1
-                    else:
-                        out.unresolved.append(index)
+                if value is EXT:
+                    st[1] += 1
+                    out.external += 1
                     continue
-                tpath, _, tqual = callee[1].partition("::")
-                self.use(tpath, tqual)
-                tdef = self.ws.info[tpath].defs.get(tqual)
-                if tdef is None:
+                found = project_def(site, value, recv)
+                if found is None:
+                    st[2].append(offset)
                     out.unresolved.append(index)
                     continue
+                st[0] += 1
                 out.internal += 1
-                if recv is not None:
-                    recv = self.deref_variable(recv, 0)  # `registry.hook(f)`: a module variable holding an instance
-                bound = recv is not None and recv[0] in ("inst", "super") and not chain[-1].endswith("()")
-                called.setdefault((site.line, site.col, chain), (callee[1], bound))
+                tdef, bound = found
+                called.setdefault((site.line, site.col, chain), (value[1], bound))
                 kind = EdgeKind.INSTANTIATES.value if tdef.kind == "class" else EdgeKind.CALLS.value
                 if tdef.kind == "variable":
                     kind = EdgeKind.REFERENCES.value
-                add(src, callee[1], kind, site.line, site.col, self.resolver)
+                add(src, value[1], kind, site.line, site.col, self.resolver)
                 if kind == EdgeKind.CALLS.value and tdef.decorators:
-                    for wrapper in self.wrappers(callee[1]):
+                    for wrapper in self.wrappers(value[1]):
                         # calling a decorated def runs the decorator's wrapper first
                         add(src, wrapper, kind, site.line, site.col, self.resolver)
             else:
                 if value is None or value is EXT or value[0] != "sym" or value[1] == src:
                     continue
                 add(src, value[1], EdgeKind.REFERENCES.value, site.line, site.col, self.resolver)
+        self.deps = file_deps
+
+        lazy: dict[tuple[int, int, Chain], int] | None = None
+
+        def call_hit(at: tuple[int, int, Chain]) -> tuple[str, bool] | None:
+            """The call at (line, col, chain): a kept group's calls are resolved only if a flow of
+            another group asks."""
+            nonlocal lazy
+            hit = called.get(at)
+            if hit is not None or not keep:
+                return hit
+            if lazy is None:
+                lazy = {}
+                for key in keep:
+                    for i in site_groups[key]:
+                        s = facts.sites[i]
+                        if s.kind == CALL:
+                            lazy.setdefault((s.line, s.col, s.chain), i)
+            i = lazy.pop(at, -1)
+            if i < 0:
+                return None
+            site = facts.sites[i]
+            value, recv = resolve(site)
+            if value is None or value is EXT or value[0] != "sym":
+                return None
+            found = project_def(site, value, recv)
+            if found is None:
+                return None
+            hit = called[at] = (value[1], found[1])
+            return hit
+
+        made = self.bind_flows(info, call_hit, group_of, deps_of, keep)
+        self.deps = file_deps
+        flows: set[tuple] = set().union(*made.values()) if made else set()
+        if keep:
+            assert prior is not None
+            old_flows = prior.binding.flows
+            for key, delta in keep.items():
+                made[key] = {_moved(old_flows[i], delta) for i in prior.binding.groups[key][4]}
+                flows.update(made[key])
+        out.flows = sorted(flows, key=repr)
+        at = {c: i for i, c in enumerate(out.flows)}
+
+        for key, st in stats.items():
+            if key and key not in classes:
+                out.groups[key] = (frozenset(group_deps.get(key, ())), st[0], st[1], tuple(st[2]),
+                                   tuple(sorted(at[c] for c in made.get(key, ()))))
+        for key in keep:
+            assert prior is not None
+            rec: Group = prior.binding.groups[key][:4] + (tuple(sorted(at[c] for c in made[key])),)
+            out.groups[key] = rec
+            out.internal += rec[1]
+            out.external += rec[2]
+            idx = site_groups[key]
+            out.unresolved.extend(idx[o] for o in rec[3])
+        out.unresolved.sort()
+        for gd in group_deps.values():  # kept groups' keys are their prior ones, read again only in part
+            file_deps.update(gd)
+        for key in keep:
+            file_deps.update(out.groups[key][0])
 
         out.edges = sorted(edges.values(), key=lambda e: (e.src, e.kind, e.dst))
-        out.flows = self.bind_flows(info, called)
         # the file's own names need no record: a file is always re-bound when it changes
         own = name_dep(path, "")
-        out.deps = {d for d in self.deps if not d.startswith(own)}
+        out.deps = {d for d in file_deps if not d.startswith(own)}
+        return out
+
+    def _kept_groups(self, facts: FileFacts, classes: frozenset[str],
+                     grouped: _Grouped, prior: PriorBinding) -> dict[str, int]:
+        """Group key -> line shift, for each site group whose prior results still hold: its sites,
+        defs and imports are the prior ones moved by a shift, and no key it read changed."""
+        recs = prior.binding.groups
+        if not recs:
+            return {}
+        same = prior.facts is facts
+        old_grouped = grouped if same else _by_group(prior.facts, _classes(prior.facts))
+        old_classes = classes if same else _classes(prior.facts)
+        out: dict[str, int] = {}
+        for key in grouped[0]:
+            rec = recs.get(key)
+            if rec is None or not key or key in classes or key in old_classes or not rec[0].isdisjoint(prior.changed):
+                continue
+            delta = 0 if same else _shift(prior.facts, facts, old_grouped, grouped, key)
+            if delta is not None:
+                out[key] = delta
         return out

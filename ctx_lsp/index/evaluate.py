@@ -301,7 +301,8 @@ class Evaluator(ModuleScope):
         incomplete = any(v == ("unknown", "") for v in out)
         if not incomplete or not active:
             self.ws._class_cache[class_id] = (out, deps)
-        self.deps = saved | deps
+        saved.update(deps)  # the same set: a binding records each site group's lookups in its own
+        self.deps = saved
         return out
 
     def member(self, class_id: str, name: str, depth: int, skip_self: bool = False, raw: bool = False) -> Value:

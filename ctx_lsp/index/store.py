@@ -28,7 +28,7 @@ from ctx_lsp.index.model import Edge
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 17  # 17: each class member's body offsets and stored attributes, each top-level class's stored attributes; pending flows in walk order (index/flowfacts.py FlowReplay); 16: each top-level statement's module-level words, text digest and class members (FileFacts.tops, index/statement_reuse.py); 15: each file's top-level statement starts and names (FileFacts.tops); 14: a file's defs as node rows plus their packed rest, built on first read; 13: a file's term counts packed apart, unpacked on first read; 12: derived sections (the lexical indexes, retrieval/engine.py lexical_snapshot); 11: each file's chunk term counts (index/chunk_terms.py); 10: flows and a binding's dependencies packed apart too, unpacked on first read; 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
+SCHEMA = 18  # 18: each binding's site groups (index/bind.py Group), kept by an update whose changes they did not read; 17: 17: each class member's body offsets and stored attributes, each top-level class's stored attributes; pending flows in walk order (index/flowfacts.py FlowReplay); 16: each top-level statement's module-level words, text digest and class members (FileFacts.tops, index/statement_reuse.py); 15: each file's top-level statement starts and names (FileFacts.tops); 14: a file's defs as node rows plus their packed rest, built on first read; 13: a file's term counts packed apart, unpacked on first read; 12: derived sections (the lexical indexes, retrieval/engine.py lexical_snapshot); 11: each file's chunk term counts (index/chunk_terms.py); 10: flows and a binding's dependencies packed apart too, unpacked on first read; 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
 MAGIC = b"ctx-lsp\n"
 _PREFIX = len(MAGIC) + 4  # MAGIC, then the CRC-32 (big-endian) of everything after it
 _UNICODE = "surrogatepass"  # any Python str packs and unpacks losslessly
@@ -105,15 +105,15 @@ def edge_from_wire(w: Any) -> Edge:
 
 
 def binding_to_wire(b: FileBinding) -> list[Any]:
-    deps, flows = b.packed if b.packed is not None else (pack_records(sorted(b.deps)), pack_records(b.flows))
-    return [b.path, [edge_to_wire(e) for e in b.edges], deps, b.internal, b.external, b.unresolved, flows]
+    deps, flows, groups = b.packed_parts()
+    return [b.path, [edge_to_wire(e) for e in b.edges], deps, b.internal, b.external, b.unresolved, flows, groups]
 
 
 def binding_from_wire(w: Any) -> FileBinding:
-    if not (isinstance(w[2], bytes) and isinstance(w[6], bytes)):
-        raise ValueError("dependencies and flows are not packed")
+    if not (isinstance(w[2], bytes) and isinstance(w[6], bytes) and isinstance(w[7], bytes)):
+        raise ValueError("dependencies, flows and site groups are not packed")
     b = FileBinding(w[0], list(map(Edge._make, w[1])), internal=w[3], external=w[4], unresolved=list(w[5]))
-    b.defer(w[2], w[6])
+    b.defer(w[2], w[6], w[7])
     return b
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctx_lsp.index.bind import Binder, FileBinding
+from ctx_lsp.index.bind import Binder, FileBinding, PriorBinding
 from ctx_lsp.index.discovery import DELETED, FileFilter, discover, read_source, too_large
 from ctx_lsp.index.extract import extract
 from ctx_lsp.index.facts import FileFacts, content_digest, decode_source, pack_records, unpack_records
@@ -211,9 +211,9 @@ def _reuse_guarded(old: FileFacts, text: str, digest: str) -> FileFacts | None:
         return None
 
 
-def _bind_guarded(binder: Binder, path: str) -> FileBinding:
+def _bind_guarded(binder: Binder, path: str, prior: PriorBinding | None = None) -> FileBinding:
     try:
-        return binder.bind_file(path)
+        return binder.bind_file(path, prior)
     except RecursionError:  # the binder bounds its depth; this is the per-file backstop
         log.warning("could not bind %s: nested too deeply; its edges are left out", path)
         return FileBinding(path)
@@ -244,12 +244,13 @@ def _from_chunk(part: list[_Packed]) -> list[Extracted]:
 
 
 _FORK_WS: Workspace | None = None
+_FORK_PRIORS: dict[str, PriorBinding] = {}
 
 
 def _bind_chunk(paths: list[str]) -> list[FileBinding]:
     assert _FORK_WS is not None
     binder = Binder(_FORK_WS)
-    return [_bind_guarded(binder, p) for p in paths]
+    return [_bind_guarded(binder, p, _FORK_PRIORS.get(p)) for p in paths]
 
 
 def _decode_cache(cached: dict[str, Any]) -> tuple[dict[str, FileFacts], dict[str, FileBinding],
@@ -704,6 +705,7 @@ class WorkspaceIndex:
         rebind_all = bool(self.bindings) and _rebinds_all(len(changed), len(self.facts))
         old_iface = {} if rebind_all else {p: _interface(self.facts[p]) for p in changed if p in self.facts}
         self._remember_flow_inputs(p for p, f in changed.items() if f is None)
+        bound_from = {p: self.facts[p] for p in changed if p in self.facts}  # what the old bindings read
         added_or_removed = any((p in self.facts) != (f is not None) for p, f in changed.items())
         for p, f in changed.items():
             if f is None:
@@ -721,10 +723,18 @@ class WorkspaceIndex:
         rebind = {p for p, f in changed.items() if f is not None}
         # Only files bound before and not re-bound anyway can be affected; a cold build has none, and
         # working out the changed keys would be pure cost there.
+        priors: dict[str, PriorBinding] = {}
         if rebind_all:
             rebind |= set(self.facts)
         elif any(p not in rebind for p in self.bindings) or any(p not in rebind for p in ws.canonical):
-            rebind |= self._affected(changed, old_iface, old_ws)
+            keys = self._changed_keys(changed, old_iface, old_ws)
+            rebind |= self._affected(changed, keys)
+            # each re-bound file keeps the site groups of its old binding that the change cannot reach
+            frozen = frozenset(keys)
+            for p in rebind:
+                b = self.bindings.get(p)
+                if b is not None and old_ws.canonical.get(p) == ws.canonical.get(p):
+                    priors[p] = PriorBinding(b, bound_from.get(p, self.facts[p]), frozen)
         # nodes first, so edges into new nodes can be linked
         for p in sorted(changed):
             f = changed[p]
@@ -736,7 +746,7 @@ class WorkspaceIndex:
         order = sorted(rebind)
         ph = self.phases
         with _timed(ph, "bind"):
-            results = self._bind_many(order, progress)
+            results = self._bind_many(order, progress, priors)
         self._remember_flow_inputs(order)
         with _timed(ph, "graph"):
             for b in results:
@@ -755,9 +765,9 @@ class WorkspaceIndex:
                 log.exception("index listener failed")
         return len(rebind)
 
-    def _affected(self, changed: dict[str, FileFacts | None], old_iface: dict[str, dict[str, str]],
-                  old_ws: Workspace) -> set[str]:
-        """Files whose bindings read a dependency key that `changed` changed the meaning of."""
+    def _changed_keys(self, changed: dict[str, FileFacts | None], old_iface: dict[str, dict[str, str]],
+                      old_ws: Workspace) -> set[str]:
+        """The dependency keys (see modules.name_dep) whose meaning `changed` changed."""
         ws = self.ws
         new_iface = {p: _interface(f) for p, f in changed.items() if f is not None}
         # dependency keys whose meaning changed: top-level names of changed files (see modules.name_dep),
@@ -784,6 +794,11 @@ class WorkspaceIndex:
                     if p in self.facts:
                         tops.update(new_iface[p] if p in new_iface else _interface(self.facts[p]))
                     names.update(name_dep(p, top) for top in tops)
+        return names
+
+    def _affected(self, changed: dict[str, FileFacts | None], names: set[str]) -> set[str]:
+        """Files whose bindings read a dependency key in `names` (see _changed_keys)."""
+        ws = self.ws
         out: set[str] = set()
         if names:
             for p, b in self.bindings.items():
@@ -801,8 +816,10 @@ class WorkspaceIndex:
         return (hasattr(os, "fork") and may_start_processes()
                 and (threading.active_count() == 1 or self.fork_safe))
 
-    def _bind_many(self, order: list[str], progress: Progress | None) -> list[FileBinding]:
-        global _FORK_WS
+    def _bind_many(self, order: list[str], progress: Progress | None,
+                   priors: dict[str, PriorBinding] | None = None) -> list[FileBinding]:
+        global _FORK_WS, _FORK_PRIORS
+        priors = priors or {}
         total = len(order)
         # Forked workers share the module table copy-on-write; without a safe fork, bind in process
         # (spawned workers would need the whole module table pickled to them)
@@ -813,7 +830,7 @@ class WorkspaceIndex:
                 # binding most files reads nearly every table: built here once, forked workers
                 # inherit them copy-on-write; fewer files build the few they read in the workers
                 self.ws.info.build_all()
-            _FORK_WS = self.ws
+            _FORK_WS, _FORK_PRIORS = self.ws, priors
             try:
                 chunk = max(32, total // (self.workers * 6))
                 chunks = [order[i : i + chunk] for i in range(0, total, chunk)]
@@ -827,12 +844,12 @@ class WorkspaceIndex:
                             progress("binding", len(out), total)
                 return out
             finally:
-                _FORK_WS = None
+                _FORK_WS, _FORK_PRIORS = None, {}
         binder = Binder(self.ws)
         self.workers_used["bind"] = 1
         out = []
         for i, p in enumerate(order):
-            out.append(_bind_guarded(binder, p))
+            out.append(_bind_guarded(binder, p, priors.get(p)))
             if progress and (i % 100 == 0 or i == total - 1):
                 progress("binding", i + 1, total)
         return out
