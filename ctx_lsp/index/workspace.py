@@ -247,10 +247,13 @@ _FORK_WS: Workspace | None = None
 _FORK_PRIORS: dict[str, PriorBinding] = {}
 
 
-def _bind_chunk(paths: list[str]) -> list[FileBinding]:
+def _bind_chunk(paths: list[str]) -> bytes:
+    """A pool worker's share, as the cache's packed wire: unpickling bindings (every edge a named
+    tuple) cost the parent ~0.4 s after a Django checkout, and their deps, flows and site groups stay
+    packed until something reads them."""
     assert _FORK_WS is not None
     binder = Binder(_FORK_WS)
-    return [_bind_guarded(binder, p, _FORK_PRIORS.get(p)) for p in paths]
+    return pack_records([binding_to_wire(_bind_guarded(binder, p, _FORK_PRIORS.get(p))) for p in paths])
 
 
 def _decode_cache(cached: dict[str, Any]) -> tuple[dict[str, FileFacts], dict[str, FileBinding],
@@ -839,7 +842,7 @@ class WorkspaceIndex:
                 self.workers_used["bind"] = self.workers
                 with ProcessPoolExecutor(self.workers, mp_context=ctx) as pool:
                     for part in pool.map(_bind_chunk, chunks):
-                        out.extend(part)
+                        out.extend(map(binding_from_wire, unpack_records(part)))
                         if progress:
                             progress("binding", len(out), total)
                 return out
