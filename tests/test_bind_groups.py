@@ -1,0 +1,139 @@
+"""An update re-binds a file per site group (a function, or a method of a top-level class, with what
+is nested in it): groups whose sites, defs, imports and flows only moved, and whose dependency keys the
+update did not change, keep their prior results; the rest are evaluated again. Either way the index
+equals a build from scratch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctx_lsp.index import workspace as ws_mod
+from ctx_lsp.index.bind import Binder
+from ctx_lsp.index.workspace import WorkspaceIndex
+from tests.test_incremental import comparable, diff
+
+UTIL = "def helper(x):\n    return x\n\n\ndef other(x):\n    return x\n"
+APP = """from pkg.util import helper, other
+
+
+class App:
+    def run(self):
+        return helper(1)
+
+    def stop(self):
+        return other(2)
+
+
+def main():
+    return App().run()
+"""
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+
+
+def _scratch(root: Path, cache: Path) -> dict:
+    index = WorkspaceIndex(root, cache_dir=cache, workers=1)
+    index.load_or_build()
+    return comparable(index)
+
+
+@pytest.fixture
+def looked_up(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The scopes the binder evaluated a name in, in order."""
+    scopes: list[str] = []
+    lookup = Binder.lookup
+
+    def spy(self, info, scope, name, depth):  # type: ignore[no-untyped-def]
+        scopes.append(scope)
+        return lookup(self, info, scope, name, depth)
+
+    monkeypatch.setattr(Binder, "lookup", spy)
+    return scopes
+
+
+def test_an_edited_method_is_evaluated_again_and_a_moved_one_keeps_its_edges_moved(
+        tmp_path: Path, looked_up: list[str]) -> None:
+    root = tmp_path / "ws"
+    _write(root, {"pkg/__init__.py": "", "pkg/util.py": UTIL, "pkg/app.py": APP})
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
+    index.load_or_build()
+    before = next(e for e in index.bindings["pkg/app.py"].edges if e.src.endswith("App.run") and e.kind == "CALLS")
+    # a new method above `run` moves it and `stop` down three lines; `stop` now calls helper
+    edited = APP.replace("class App:\n", "class App:\n    def start(self):\n        return other(0)\n\n")
+    edited = edited.replace("return other(2)", "return helper(2)")
+    (root / "pkg/app.py").write_text(edited, encoding="utf-8")
+    looked_up.clear()
+    index.refresh()
+
+    assert "App.stop" in looked_up and "App.start" in looked_up, "changed and new methods are evaluated"
+    assert "App.run" not in looked_up and "main" not in looked_up, "unchanged ones keep their results"
+    after = next(e for e in index.bindings["pkg/app.py"].edges if e.src.endswith("App.run") and e.kind == "CALLS")
+    assert (after.dst, after.line, after.col) == (before.dst, before.line + 3, before.col)
+    assert index.graph.has_edge("pkg/app.py::App.stop", "pkg/util.py::helper")
+    got, want = comparable(index), _scratch(root, tmp_path / "scratch")
+    assert got == want, diff(got, want)
+
+
+def test_a_changed_name_re_evaluates_only_the_groups_that_read_it(tmp_path: Path, looked_up: list[str]) -> None:
+    root = tmp_path / "ws"
+    _write(root, {"pkg/__init__.py": "", "pkg/util.py": UTIL, "pkg/app.py": APP})
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
+    index.load_or_build()
+    # `other` becomes a class: its interface changes, `helper`'s does not
+    (root / "pkg/util.py").write_text(UTIL.replace("def other(x):\n    return x\n", "class other:\n    pass\n"),
+                                      encoding="utf-8")
+    looked_up.clear()
+    index.refresh()
+
+    assert "App.stop" in looked_up, "it called `other`"
+    assert "App.run" not in looked_up and "main" not in looked_up, "they read only `helper` and `App`"
+    assert index.graph.has_edge("pkg/app.py::App.stop", "pkg/util.py::other")
+    assert any(e.kind == "INSTANTIATES" and e.dst == "pkg/util.py::other" for e in index.bindings["pkg/app.py"].edges)
+    got, want = comparable(index), _scratch(root, tmp_path / "scratch")
+    assert got == want, diff(got, want)
+
+
+def test_a_class_that_gains_a_base_re_evaluates_its_methods(tmp_path: Path, looked_up: list[str]) -> None:
+    """A method's `self.x()` resolves through its class's bases: a new base changes the class's key."""
+    base = "class Base:\n    def go(self):\n        return 1\n\n\n"
+    app = "from pkg.base import Base\n\n\nclass App:\n    def run(self):\n        return self.go()\n"
+    root = tmp_path / "ws"
+    _write(root, {"pkg/__init__.py": "", "pkg/base.py": base, "pkg/app.py": app})
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
+    index.load_or_build()
+    assert not index.graph.has_edge("pkg/app.py::App.run", "pkg/base.py::Base.go")
+    (root / "pkg/app.py").write_text(app.replace("class App:", "class App(Base):"), encoding="utf-8")
+    looked_up.clear()
+    index.refresh()
+    assert index.graph.has_edge("pkg/app.py::App.run", "pkg/base.py::Base.go")
+    got, want = comparable(index), _scratch(root, tmp_path / "scratch")
+    assert got == want, diff(got, want)
+
+
+def test_pooled_binding_keeps_groups_and_equals_a_scratch_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ws_mod, "PARALLEL_THRESHOLD", 8)
+    files = {"pkg/__init__.py": "", "pkg/util.py": UTIL}
+    files |= {f"pkg/app{i}.py": APP.replace("class App", f"class App{i}").replace("App()", f"App{i}()")
+              for i in range(12)}
+    root = tmp_path / "ws"
+    _write(root, files)
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=2)
+    index.load_or_build()
+    if not index.may_fork():
+        pytest.skip("this process may not fork")
+    (root / "pkg/util.py").write_text(UTIL.replace("def other(x):\n    return x\n", "class other:\n    pass\n"),
+                                      encoding="utf-8")
+    for i in range(0, 12, 2):  # and half the apps move their methods down a line
+        text = files[f"pkg/app{i}.py"].replace("class App", "# moved\nclass App")
+        (root / f"pkg/app{i}.py").write_text(text, encoding="utf-8")
+    index.refresh()
+    assert index.workers_used.get("bind") == 2
+    got, want = comparable(index), _scratch(root, tmp_path / "scratch")
+    assert got == want, diff(got, want)
