@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_incremental import comparable, diff
 
 from ctx_lsp.index import workspace as ws_mod
 from ctx_lsp.index.bind import Binder
 from ctx_lsp.index.workspace import WorkspaceIndex
-from tests.test_incremental import comparable, diff
 
 UTIL = "def helper(x):\n    return x\n\n\ndef other(x):\n    return x\n"
 APP = """from pkg.util import helper, other
