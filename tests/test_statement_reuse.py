@@ -403,3 +403,32 @@ def test_a_method_text_under_another_class_or_in_a_string_is_walked(monkeypatch:
     got = reuse_statements(old, quoted, _digest(quoted))
     assert got is not None and got == extract("m.py", quoted)
     assert seen == [("def helper(self, x):",), ()]  # blanked inside the string, found out, walked whole
+
+
+def test_an_edit_inside_a_class_that_spans_the_file_keeps_its_other_methods(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Splicing re-extracts whole top-level statements, and declines when that is most of the file (a
+    test case class that spans it); the edit then keeps the class's unchanged methods instead of
+    extracting the whole file."""
+    from ctx_lsp.index import workspace
+
+    methods = "".join(f"    def test_{i}(self):\n        self.assertEqual(helper({i}), {i})\n\n" for i in range(150))
+    text = f"from pkg.util import helper\n\n\nclass BigTests:\n{methods}"
+    write_tree(tmp_path / "ws", {"pkg/__init__.py": "", "pkg/util.py": "def helper(x):\n    return x\n",
+                                 "pkg/test_big.py": text})
+    index = WorkspaceIndex(tmp_path / "ws", cache_dir=tmp_path / "cache", workers=1)
+    index.load_or_build()
+    whole: list[str] = []
+    extract_guarded = workspace._extract_guarded
+
+    def counting(rel: str, text: str, digest: str | None = None):  # type: ignore[no-untyped-def]
+        whole.append(rel)
+        return extract_guarded(rel, text, digest)
+
+    monkeypatch.setattr(workspace, "_extract_guarded", counting)
+    edited = text.replace("        self.assertEqual(helper(30), 30)\n",
+                          "        value = helper(30)\n        self.assertEqual(value, 30)\n")
+    index.update_file("pkg/test_big.py", edited, overlay=True)
+    assert whole == [], "built from the kept methods"
+    assert index.facts["pkg/test_big.py"] == extract("pkg/test_big.py", edited, _digest(edited))
+    assert index.graph.has_edge("pkg/test_big.py::BigTests.test_30", "pkg/util.py::helper")

@@ -904,10 +904,12 @@ class WorkspaceIndex:
         facts = None
         if old is not None and old.digest != digest and old.tops and not old.errors:
             # an edit whose old text is at hand re-extracts the statements it touched; otherwise (a
-            # file changed on disk) the statements whose text it kept keep their facts
+            # file changed on disk), or when that is most of the file (an edit inside a class that
+            # spans it: a test case), the statements and methods whose text it kept keep their facts
             before = self._old_text(rel, old)
-            facts = self._splice(rel, old, before, text, digest) if before is not None \
-                else _reuse_guarded(old, text, digest)
+            facts = self._splice(rel, old, before, text, digest) if before is not None else None
+            if facts is None:
+                facts = _reuse_guarded(old, text, digest)
         reason = None
         if facts is None:
             facts, reason = _extract_guarded(rel, text, digest)
