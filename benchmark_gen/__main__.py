@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reuse-check", help="a checkout's modified files: statement reuse against whole extraction")
     p.add_argument("old", metavar="OLD", help="the tree before the checkout")
     p.add_argument("new", metavar="NEW", help="the tree after it (another version of the same project)")
+    p.add_argument("--bindings", action="store_true",
+                   help="also index a copy of OLD, update it to NEW, and compare every binding with a fresh one")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("generate", help="emit a deterministic gold retrieval benchmark (JSONL)")

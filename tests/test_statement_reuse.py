@@ -264,6 +264,26 @@ def test_reuse_check_command_compares_a_checkouts_files(tmp_path: Path, capsys: 
     # a.py keeps nine of its ten statements; b.py's only statement changed: nothing to keep
     assert (got["modified"], got["reused"], got["declined"], got["unequal"]) == (2, 1, 1, [])
 
+    # --bindings: the updated copy's bindings (kept site groups and all) against fresh ones
+    from ctx_lsp.index import bind
+
+    assert main(["reuse-check", str(old), str(new), "--json", "--bindings"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got["bindings"], got["bindings_unequal"]) == (3, [])
+    moved = bind._moved
+    # a kept group's constraints moved wrong: the check must say so
+    bind._moved = lambda c, delta: moved(c, delta + 1)  # type: ignore[assignment]
+    try:
+        write_tree(new, {"pkg/a.py": "def g(cb):\n    return cb()\n\n\n" + "\n\n\n".join(funcs).replace(
+            "return x + 5", "return g(lambda: x)") + "\n\n\ndef h(cb):\n    return g(cb)\n"})
+        write_tree(old, {"pkg/a.py": "\n\n\n".join(funcs).replace("return x + 5", "return g(lambda: x)")
+                         + "\n\n\ndef g(cb):\n    return cb()\n\n\ndef h(cb):\n    return g(cb)\n"})
+        assert main(["reuse-check", str(old), str(new), "--json", "--bindings"]) == 1
+    finally:
+        bind._moved = moved  # type: ignore[assignment]
+    got = json.loads(capsys.readouterr().out)
+    assert got["bindings_unequal"] == [{"path": "pkg/a.py", "field": "flows"}]
+
 
 def test_unchanged_methods_of_a_changed_class_are_copied_not_walked(monkeypatch: pytest.MonkeyPatch) -> None:
     """Inside a class a checkout changed, a method whose text is unchanged has its body's facts copied
