@@ -8,7 +8,8 @@ same-named project symbol. What cannot be bound is counted as unresolved, for je
 
 Every lookup is recorded in the binding's `deps`, at two grains: module names (found or not: the
 module table can change) and, for every file whose tables were read, the top-level names read there
-(`name_dep(path, top)`). The incremental updater re-binds a file only when a name it read changed.
+(`name_dep(path, top)`). The incremental updater re-binds a file only when a name it read changed,
+and then evaluates again only the site groups (see `Group`) whose text or read names changed.
 
 One class over three modules: `modules.ModuleScope` (the module table, modules and imports) <-
 `evaluate.Evaluator` (scopes, calls, returns, MRO, members) <- `Binder` here (one file's edges and
