@@ -138,3 +138,24 @@ def test_pooled_binding_keeps_groups_and_equals_a_scratch_build(tmp_path: Path, 
     assert index.workers_used.get("bind") == 2
     got, want = comparable(index), _scratch(root, tmp_path / "scratch")
     assert got == want, diff(got, want)
+
+
+def test_a_failure_keeping_groups_binds_the_file_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        looked_up: list[str]) -> None:
+    from ctx_lsp.index import bind
+
+    root = tmp_path / "ws"
+    _write(root, {"pkg/__init__.py": "", "pkg/util.py": UTIL, "pkg/app.py": APP})
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
+    index.load_or_build()
+
+    def broken(*args: object) -> int:
+        raise ValueError("a bug in keeping groups")
+
+    monkeypatch.setattr(bind, "_shift", broken)
+    (root / "pkg/app.py").write_text(APP.replace("return other(2)", "return helper(2)"), encoding="utf-8")
+    looked_up.clear()
+    index.refresh()
+    assert "App.run" in looked_up, "every group evaluated"
+    got, want = comparable(index), _scratch(root, tmp_path / "scratch")
+    assert got == want, diff(got, want)

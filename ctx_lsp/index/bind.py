@@ -18,6 +18,7 @@ its callback flow constraints).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,8 @@ from ctx_lsp.index.model import (
     symbol_id,
 )
 from ctx_lsp.index.modules import EXT, ModuleInfo, Value, dep_key, name_dep
+
+log = logging.getLogger(__name__)
 
 # A site group's results: the sites of one interface key's scopes (a top-level function, or a member
 # of a top-level class, with everything nested in it; see modules.dep_key), bound together. Kept per
@@ -438,10 +441,15 @@ class Binder(Evaluator):
         edges: dict[tuple[str, str, str], Edge] = {}
         keep: dict[str, int] = {}  # kept group -> its line shift
         site_groups: dict[str, list[int]] = {}
-        if prior is not None and prior.binding.groups:
-            grouped = _by_group(facts, classes)
-            site_groups = grouped[0]
-            keep = self._kept_groups(facts, classes, grouped, prior)
+        if prior is not None:
+            try:
+                if prior.binding.groups:
+                    grouped = _by_group(facts, classes)
+                    site_groups = grouped[0]
+                    keep = self._kept_groups(facts, classes, grouped, prior)
+            except Exception:  # keeping groups never costs a binding: evaluate them all
+                log.exception("keeping the site groups of %s failed; binding it whole", path)
+                keep = {}
         group_deps: dict[str, set[str]] = {}
         keys: dict[str, str] = {}
 
