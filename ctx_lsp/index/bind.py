@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Container
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 # binding so an update re-evaluates only the groups whose text or dependencies changed:
 # (dependency keys read, own file's included; internal calls; external calls; unresolved sites as
 # offsets into the group's sites; the flow constraints its flows made, as indexes into `flows`)
-Group = tuple[frozenset[str], int, int, tuple[int, ...], tuple[int, ...]]
+Group = tuple[AbstractSet[str], int, int, tuple[int, ...], tuple[int, ...]]
 
 # the edge kinds a site group's scopes make (from sites, imports there, and methods' OVERRIDES); the
 # rest (CONTAINS, IMPORTS, INHERITS) come from defs and imports, bound every time
@@ -126,6 +127,7 @@ def unpack_groups(path: str, packed: bytes, deps: list[str] | tuple[str, ...]) -
 
 
 _PACKED = {"deps": 0, "flows": 1, "groups": 2}
+_NO_KEYS: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -328,15 +330,22 @@ class Binder(Evaluator):
                 return None  # an identity (`ensure_sync(f)`) would merge every caller's argument
             return ("r", callee)
 
+        run: str | None = None
+        skipped = False
         for scope, kind, line, col, chain, name in info.facts.flows:
-            key = group_of(scope)
-            if key in skip:
+            if scope != run:  # flows come in runs of one scope
+                run = scope
+                key = group_of(scope)
+                skipped = key in skip
+                if skipped:
+                    continue
+                self.deps = deps_of(key)
+                got = per_group.get(key)
+                if got is None:
+                    got = per_group[key] = set()
+                out = got
+            elif skipped:
                 continue
-            self.deps = deps_of(key)
-            got = per_group.get(key)
-            if got is None:
-                got = per_group[key] = set()
-            out = got
             if kind == "returns":
                 if info.returns_param.get(scope) != name:
                     flow_into(var(scope, name), ("r", symbol_id(path, scope)))
@@ -743,7 +752,8 @@ class Binder(Evaluator):
 
         for key, st in stats.items():
             if key and key not in classes:
-                out.groups[key] = (frozenset(group_deps.get(key, ())), st[0], st[1], tuple(st[2]),
+                # the group's own set: nothing adds to it after this
+                out.groups[key] = (group_deps.get(key, _NO_KEYS), st[0], st[1], tuple(st[2]),
                                    tuple(sorted(at[c] for c in made.get(key, ()))))
         for key in keep:
             assert prior is not None
