@@ -603,8 +603,7 @@ class Binder(Evaluator):
             return value
 
         def resolve(site: Site) -> tuple[Value, Value]:
-            """(value, receiver) of a site's chain; for a call, the value is its callee (the loop
-            below does the same inline: it runs once per site, this only for calls a flow asks for)."""
+            """(value, receiver) of a site's chain; for a call, the value is its callee."""
             self.resolver = RESOLVER_SCOPE
             chain = site.chain
             recv: Value = None
@@ -659,25 +658,8 @@ class Binder(Evaluator):
                 continue
             offset = st[3]
             st[3] += 1
-            self.resolver = RESOLVER_SCOPE
-            chain = site.chain
-            recv: Value = None
-            if len(chain) == 1:
-                value = evaluated(run, chain[0].rstrip("()") if chain[0].endswith("()") else chain[0])
-                if chain[0].endswith("()"):
-                    value = self.call_result(value, 0)
-            else:
-                value = recv = evaluated(run, chain[:-1])
-                last = chain[-1]
-                value = self.attr(value, last[:-2] if last.endswith("()") else last, 0, raw=site.kind != CALL)
-                if last.endswith("()"):
-                    value = self.call_result(value, 0)  # `a.f(x)(y)`: the callee is what f returned
+            value, recv = resolve(site)
             if site.kind == CALL:
-                value = self.deref_variable(value, 0)
-                if value is not None and value[0] == "inst" and not chain[-1].endswith("()"):
-                    # calling a typed instance runs its __call__ (not after `f(a)(b)`: a function's
-                    # recorded return is its first, and other branches may return something else)
-                    value = self.member(value[1], "__call__", 0)
                 if value is None or (value is not EXT and value[0] != "sym"):
                     st[2].append(offset)
                     out.unresolved.append(index)
@@ -694,7 +676,7 @@ class Binder(Evaluator):
                 st[0] += 1
                 out.internal += 1
                 tdef, bound = found
-                called.setdefault((site.line, site.col, chain), (value[1], bound))
+                called.setdefault((site.line, site.col, site.chain), (value[1], bound))
                 kind = EdgeKind.INSTANTIATES.value if tdef.kind == "class" else EdgeKind.CALLS.value
                 if tdef.kind == "variable":
                     kind = EdgeKind.REFERENCES.value
