@@ -22,6 +22,8 @@ import logging
 from collections.abc import Callable, Container
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from ctx_lsp.index.evaluate import Evaluator
@@ -154,12 +156,8 @@ def _classes(facts: FileFacts) -> frozenset[str]:
     return frozenset(q for q, d in last.items() if "." not in q and d.kind == "class")
 
 
-_Grouped = tuple[dict[str, list[int]], dict[str, list[Def]], dict[str, list[Import]], dict[str, list[tuple]]]
-
-
-def _by_group(facts: FileFacts, classes: frozenset[str]) -> _Grouped:
-    """Site indexes, defs, imports and flows of each site group (see Group); module level and class
-    bodies of top-level classes are "" and the class name, never kept."""
+def _group_keys(classes: frozenset[str]) -> Callable[[str], str]:
+    """Scope -> its site group's key (memoised: every site asks)."""
     keys: dict[str, str] = {}
 
     def key(scope: str) -> str:
@@ -168,6 +166,16 @@ def _by_group(facts: FileFacts, classes: frozenset[str]) -> _Grouped:
             k = keys[scope] = dep_key(classes, scope) if scope else ""
         return k
 
+    return key
+
+
+_Grouped = tuple[dict[str, list[int]], dict[str, list[Def]], dict[str, list[Import]], dict[str, list[tuple]]]
+
+
+def _by_group(facts: FileFacts, classes: frozenset[str]) -> _Grouped:
+    """Site indexes, defs, imports and flows of each site group (see Group); module level and class
+    bodies of top-level classes are "" and the class name, never kept."""
+    key = _group_keys(classes)
     sites: dict[str, list[int]] = {}
     scope: str | None = None
     into: list[int] = []
@@ -330,82 +338,73 @@ class Binder(Evaluator):
                 return None  # an identity (`ensure_sync(f)`) would merge every caller's argument
             return ("r", callee)
 
-        run: str | None = None
-        skipped = False
-        for scope, kind, line, col, chain, name in info.facts.flows:
-            if scope != run:  # flows come in runs of one scope
-                run = scope
-                key = group_of(scope)
-                skipped = key in skip
-                if skipped:
-                    continue
-                self.deps = deps_of(key)
-                got = per_group.get(key)
-                if got is None:
-                    got = per_group[key] = set()
-                out = got
-            elif skipped:
+        for run, flows in groupby(info.facts.flows, key=itemgetter(0)):  # flows come in runs of one scope
+            key = group_of(run)
+            if key in skip:
                 continue
-            if kind == "returns":
-                if info.returns_param.get(scope) != name:
-                    flow_into(var(scope, name), ("r", symbol_id(path, scope)))
-            elif kind == "alias":
-                flow_into(var(scope, chain[0]), var(scope, name))
-            elif kind == "kwstore":
-                kw_owner = kwargs_owner(scope, chain[0])
-                if kw_owner is not None:
-                    flow_into(var(scope, name), ("k", kw_owner, chain[1]))
-            elif kind == "spread":
-                hit = called((line, col, chain))
-                kw_owner = kwargs_owner(scope, name)
-                sig = signature(hit[0], hit[1]) if hit is not None and kw_owner is not None else None
-                if sig is not None:
-                    names = sig[1]
-                    out.add(("s", kw_owner, sig[0], tuple(n for n in names if not n.startswith("**")),
-                             bool(names) and names[-1].startswith("**")))
-            elif kind == "result":
-                hit = called((line, col, chain))
-                if hit is not None:
-                    flow_into(returned(hit[0]), var(scope, name))
-            elif kind == "store":
-                stored = var(scope, name)
-                for owner in attrs(scope, chain[0])[:1]:  # the class whose method stores it
-                    flow_into(stored, owner)
-            elif kind == "load":
-                loaded = var(scope, name)
-                for owner in attrs(scope, chain[0]):
-                    flow_into(owner, loaded)
-            elif kind == "arg":
-                hit = called((line, col, chain))
-                pos, _, arg = name.partition("\0")
-                if hit is not None:
-                    target = param(hit[0], hit[1], pos)
-                    for src in value_of(scope, arg):
-                        flow_into(src, target)
-            elif kind == "decor":
-                hit = called((line, col, chain))
-                if hit is not None:
-                    flow_into(("fn", symbol_id(path, name)), param(hit[0], hit[1], "0"))
-            elif kind in ("callvar", "callattr", "callself", "callwrap"):
-                caller = symbol_id(path, scope)
-                targets: list[tuple | None]
-                if kind == "callvar":
-                    targets = [var(scope, name)]
-                elif kind in ("callattr", "callself"):
-                    targets = list(attrs(scope, chain[0]))
-                else:
+            self.deps = deps_of(key)
+            out = per_group.setdefault(key, set())
+            for scope, kind, line, col, chain, name in flows:
+                if kind == "returns":
+                    if info.returns_param.get(scope) != name:
+                        flow_into(var(scope, name), ("r", symbol_id(path, scope)))
+                elif kind == "alias":
+                    flow_into(var(scope, chain[0]), var(scope, name))
+                elif kind == "kwstore":
+                    kw_owner = kwargs_owner(scope, chain[0])
+                    if kw_owner is not None:
+                        flow_into(var(scope, name), ("k", kw_owner, chain[1]))
+                elif kind == "spread":
                     hit = called((line, col, chain))
-                    if hit is None:
-                        continue
-                    p = param(hit[0], hit[1], "0")
-                    wpath, _, wqual = hit[0].partition("::")
-                    winfo = self.ws.info.get(wpath)
-                    if p is None or winfo is None or winfo.returns_param.get(wqual) != p[2]:
-                        continue  # not a function that hands its argument back (ensure_sync(f) -> f)
-                    targets = value_of(scope, name)
-                for t in targets:
-                    if t is not None and t[0] != "fn":
-                        out.add(("c", caller, t, line, col))
+                    kw_owner = kwargs_owner(scope, name)
+                    sig = signature(hit[0], hit[1]) if hit is not None and kw_owner is not None else None
+                    if sig is not None:
+                        names = sig[1]
+                        out.add(("s", kw_owner, sig[0], tuple(n for n in names if not n.startswith("**")),
+                                 bool(names) and names[-1].startswith("**")))
+                elif kind == "result":
+                    hit = called((line, col, chain))
+                    if hit is not None:
+                        flow_into(returned(hit[0]), var(scope, name))
+                elif kind == "store":
+                    stored = var(scope, name)
+                    for owner in attrs(scope, chain[0])[:1]:  # the class whose method stores it
+                        flow_into(stored, owner)
+                elif kind == "load":
+                    loaded = var(scope, name)
+                    for owner in attrs(scope, chain[0]):
+                        flow_into(owner, loaded)
+                elif kind == "arg":
+                    hit = called((line, col, chain))
+                    pos, _, arg = name.partition("\0")
+                    if hit is not None:
+                        target = param(hit[0], hit[1], pos)
+                        for src in value_of(scope, arg):
+                            flow_into(src, target)
+                elif kind == "decor":
+                    hit = called((line, col, chain))
+                    if hit is not None:
+                        flow_into(("fn", symbol_id(path, name)), param(hit[0], hit[1], "0"))
+                elif kind in ("callvar", "callattr", "callself", "callwrap"):
+                    caller = symbol_id(path, scope)
+                    targets: list[tuple | None]
+                    if kind == "callvar":
+                        targets = [var(scope, name)]
+                    elif kind in ("callattr", "callself"):
+                        targets = list(attrs(scope, chain[0]))
+                    else:
+                        hit = called((line, col, chain))
+                        if hit is None:
+                            continue
+                        p = param(hit[0], hit[1], "0")
+                        wpath, _, wqual = hit[0].partition("::")
+                        winfo = self.ws.info.get(wpath)
+                        if p is None or winfo is None or winfo.returns_param.get(wqual) != p[2]:
+                            continue  # not a function that hands its argument back (ensure_sync(f) -> f)
+                        targets = value_of(scope, name)
+                    for t in targets:
+                        if t is not None and t[0] != "fn":
+                            out.add(("c", caller, t, line, col))
         return per_group
 
     def wrappers(self, callee_id: str) -> list[str]:
@@ -460,13 +459,7 @@ class Binder(Evaluator):
                 log.exception("keeping the site groups of %s failed; binding it whole", path)
                 keep = {}
         group_deps: dict[str, set[str]] = {}
-        keys: dict[str, str] = {}
-
-        def group_of(scope: str) -> str:
-            k = keys.get(scope)
-            if k is None:
-                k = keys[scope] = dep_key(classes, scope) if scope else ""
-            return k
+        group_of = _group_keys(classes)
 
         def deps_of(key: str) -> set[str]:
             """Where a lookup for `key`'s group records what it read (module level and class
@@ -639,56 +632,47 @@ class Binder(Evaluator):
 
         # per evaluated group: [internal, external, unresolved offsets, sites so far]
         stats: dict[str, list[Any]] = {}
-        run: str | None = None
-        skip = False
-        st: list[Any] = []
-        src = ""
-        for index, site in enumerate(facts.sites):
-            if site.scope != run:  # sites come in runs of one scope
-                run = site.scope
-                key = group_of(run)
-                skip = key in keep
-                if skip:
-                    continue
-                self.deps = deps_of(key)
-                held = stats.get(key)
-                st = stats[key] = [0, 0, [], 0] if held is None else held
-                src = scope_node(run)
-            elif skip:
+        for run, sites in groupby(enumerate(facts.sites), key=lambda t: t[1].scope):  # runs of one scope
+            key = group_of(run)
+            if key in keep:
                 continue
-            offset = st[3]
-            st[3] += 1
-            value, recv = resolve(site)
-            if site.kind == CALL:
-                if value is None or (value is not EXT and value[0] != "sym"):
-                    st[2].append(offset)
-                    out.unresolved.append(index)
-                    continue
-                if value is EXT:
-                    st[1] += 1
-                    out.external += 1
-                    continue
-                found = project_def(site, value, recv)
-                if found is None:
-                    st[2].append(offset)
-                    out.unresolved.append(index)
-                    continue
-                st[0] += 1
-                out.internal += 1
-                tdef, bound = found
-                called.setdefault((site.line, site.col, site.chain), (value[1], bound))
-                kind = EdgeKind.INSTANTIATES.value if tdef.kind == "class" else EdgeKind.CALLS.value
-                if tdef.kind == "variable":
-                    kind = EdgeKind.REFERENCES.value
-                add(src, value[1], kind, site.line, site.col, self.resolver)
-                if kind == EdgeKind.CALLS.value and tdef.decorators:
-                    for wrapper in self.wrappers(value[1]):
-                        # calling a decorated def runs the decorator's wrapper first
-                        add(src, wrapper, kind, site.line, site.col, self.resolver)
-            else:
-                if value is None or value is EXT or value[0] != "sym" or value[1] == src:
-                    continue
-                add(src, value[1], EdgeKind.REFERENCES.value, site.line, site.col, self.resolver)
+            self.deps = deps_of(key)
+            st = stats.setdefault(key, [0, 0, [], 0])
+            src = scope_node(run)
+            for index, site in sites:
+                offset = st[3]
+                st[3] += 1
+                value, recv = resolve(site)
+                if site.kind == CALL:
+                    if value is None or (value is not EXT and value[0] != "sym"):
+                        st[2].append(offset)
+                        out.unresolved.append(index)
+                        continue
+                    if value is EXT:
+                        st[1] += 1
+                        out.external += 1
+                        continue
+                    found = project_def(site, value, recv)
+                    if found is None:
+                        st[2].append(offset)
+                        out.unresolved.append(index)
+                        continue
+                    st[0] += 1
+                    out.internal += 1
+                    tdef, bound = found
+                    called.setdefault((site.line, site.col, site.chain), (value[1], bound))
+                    kind = EdgeKind.INSTANTIATES.value if tdef.kind == "class" else EdgeKind.CALLS.value
+                    if tdef.kind == "variable":
+                        kind = EdgeKind.REFERENCES.value
+                    add(src, value[1], kind, site.line, site.col, self.resolver)
+                    if kind == EdgeKind.CALLS.value and tdef.decorators:
+                        for wrapper in self.wrappers(value[1]):
+                            # calling a decorated def runs the decorator's wrapper first
+                            add(src, wrapper, kind, site.line, site.col, self.resolver)
+                else:
+                    if value is None or value is EXT or value[0] != "sym" or value[1] == src:
+                        continue
+                    add(src, value[1], EdgeKind.REFERENCES.value, site.line, site.col, self.resolver)
         self.deps = file_deps
 
         lazy: dict[tuple[int, int, Chain], int] | None = None
