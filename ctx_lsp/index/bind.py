@@ -50,6 +50,7 @@ Group = tuple[AbstractSet[str], int, int, tuple[int, ...], tuple[int, ...]]
 
 # the edge kinds a site group's scopes make (from sites, imports there, and methods' OVERRIDES); the
 # rest (CONTAINS, IMPORTS, INHERITS) come from defs and imports, bound every time
+_CALLS, _INSTANTIATES, _REFERENCES = EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value, EdgeKind.REFERENCES.value
 _KEPT_KINDS = frozenset({EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value, EdgeKind.REFERENCES.value,
                          EdgeKind.OVERRIDES.value})
 
@@ -98,6 +99,24 @@ class FileBinding:
         del self.deps, self.flows, self.groups
         self.packed = [deps, flows, groups]
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # pickled (from a bind worker) as it is: what is packed stays packed, not unpacked to be sent
+        held = list(self.packed) if self.packed is not None else [None, None, None]
+        values = [None if held[i] is not None else getattr(self, name) for name, i in _PACKED.items()]
+        return _restore, (self.path, self.edges, self.internal, self.external, self.unresolved, *values, held)
+
+    def pack(self) -> None:
+        """Hold `deps` and `groups` packed until they are next read: only the next update of this
+        file reads its groups, and any update the deps of all; as sets they were 12% of a process
+        that binds a Django-sized workspace itself (the server), and a bind worker sends them packed."""
+        held: list[bytes | None] = self.packed if self.packed is not None else [None, None, None]
+        if held[0] is not None or held[2] is not None:
+            return
+        deps = sorted(self.deps)
+        held[0], held[2] = pack_records(deps), pack_groups(self.path, self.groups, deps)
+        del self.deps, self.groups
+        self.packed = held
+
     def packed_parts(self) -> tuple[bytes, bytes, bytes]:
         """`deps`, `flows` and `groups` packed, as the cache stores them."""
         held = self.packed or [None, None, None]
@@ -109,15 +128,30 @@ class FileBinding:
                 held[1] if held[1] is not None else pack_records(self.flows), held[2])
 
 
+def _restore(path: str, edges: list[Edge], internal: int, external: int, unresolved: list[int], deps: Any,
+             flows: Any, groups: Any, held: list[bytes | None]) -> FileBinding:
+    b = FileBinding(path, edges, internal=internal, external=external, unresolved=unresolved)
+    for name, value in (("deps", deps), ("flows", flows), ("groups", groups)):
+        if value is None:
+            delattr(b, name)
+        else:
+            setattr(b, name, value)
+    b.packed = held if any(h is not None for h in held) else None
+    return b
+
+
 def pack_groups(path: str, groups: dict[str, Group], deps: list[str]) -> bytes:
     """Site groups as [own keys, rows of (key, key indexes, internal, external, unresolved offsets,
     flow indexes)]: a key index points into `deps` (the binding's sorted dependency keys), then into
     the own keys (`name_dep(path, own)`: of the file itself, which `deps` leaves out)."""
-    at = {k: i for i, k in enumerate(deps)}
-    own = sorted({d for g in groups.values() for d in g[0] if d not in at})
-    at.update((k, len(deps) + i) for i, k in enumerate(own))
-    cut = len(name_dep(path, ""))
-    rows = [(key, sorted(at[d] for d in g[0]), g[1], g[2], g[3], g[4]) for key, g in sorted(groups.items())]
+    at = dict(zip(deps, range(len(deps)), strict=True))
+    own = sorted(set().union(*(g[0] for g in groups.values())).difference(at)) if groups else []
+    at.update(zip(own, range(len(deps), len(deps) + len(own)), strict=True))
+    prefix = name_dep(path, "")
+    assert all(k.startswith(prefix) for k in own), "a group read a key its binding's deps lack"
+    get = at.__getitem__
+    rows = [(key, sorted(map(get, g[0])), g[1], g[2], g[3], g[4]) for key, g in sorted(groups.items())]
+    cut = len(prefix)
     return pack_records(([k[cut:] for k in own], rows))
 
 
@@ -661,18 +695,18 @@ class Binder(Evaluator):
                     out.internal += 1
                     tdef, bound = found
                     called.setdefault((site.line, site.col, site.chain), (value[1], bound))
-                    kind = EdgeKind.INSTANTIATES.value if tdef.kind == "class" else EdgeKind.CALLS.value
+                    kind = _INSTANTIATES if tdef.kind == "class" else _CALLS
                     if tdef.kind == "variable":
-                        kind = EdgeKind.REFERENCES.value
+                        kind = _REFERENCES
                     add(src, value[1], kind, site.line, site.col, self.resolver)
-                    if kind == EdgeKind.CALLS.value and tdef.decorators:
+                    if kind == _CALLS and tdef.decorators:
                         for wrapper in self.wrappers(value[1]):
                             # calling a decorated def runs the decorator's wrapper first
                             add(src, wrapper, kind, site.line, site.col, self.resolver)
                 else:
                     if value is None or value is EXT or value[0] != "sym" or value[1] == src:
                         continue
-                    add(src, value[1], EdgeKind.REFERENCES.value, site.line, site.col, self.resolver)
+                    add(src, value[1], _REFERENCES, site.line, site.col, self.resolver)
         self.deps = file_deps
 
         lazy: dict[tuple[int, int, Chain], int] | None = None
@@ -720,7 +754,7 @@ class Binder(Evaluator):
             if key and key not in classes:
                 # the group's own set: nothing adds to it after this
                 out.groups[key] = (group_deps.get(key, _NO_KEYS), st[0], st[1], tuple(st[2]),
-                                   tuple(sorted(at[c] for c in made.get(key, ()))))
+                                   tuple(sorted([at[c] for c in made[key]])) if key in made else ())
         for key in keep:
             assert prior is not None
             rec: Group = prior.binding.groups[key][:4] + (tuple(sorted(at[c] for c in made[key])),)

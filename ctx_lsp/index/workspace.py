@@ -213,7 +213,9 @@ def _reuse_guarded(old: FileFacts, text: str, digest: str) -> FileFacts | None:
 
 def _bind_guarded(binder: Binder, path: str, prior: PriorBinding | None = None) -> FileBinding:
     try:
-        return binder.bind_file(path, prior)
+        b = binder.bind_file(path, prior)
+        b.pack()
+        return b
     except RecursionError:  # the binder bounds its depth; this is the per-file backstop
         log.warning("could not bind %s: nested too deeply; its edges are left out", path)
         return FileBinding(path)
@@ -247,13 +249,13 @@ _FORK_WS: Workspace | None = None
 _FORK_PRIORS: dict[str, PriorBinding] = {}
 
 
-def _bind_chunk(paths: list[str]) -> bytes:
-    """A pool worker's share, as the cache's packed wire: unpickling bindings (every edge a named
-    tuple) cost the parent ~0.4 s after a Django checkout, and their deps, flows and site groups stay
-    packed until something reads them."""
+def _bind_chunk(paths: list[str]) -> list[FileBinding]:
+    """A pool worker's share, pickled with each binding's keys and site groups packed (`FileBinding.__reduce__`).
+    Not the cache's msgpack wire: decoding that gives every edge its own copies of its strings
+    (+40 MB on a Django cold build), where a pickle keeps the ones they share."""
     assert _FORK_WS is not None
     binder = Binder(_FORK_WS)
-    return pack_records([binding_to_wire(_bind_guarded(binder, p, _FORK_PRIORS.get(p))) for p in paths])
+    return [_bind_guarded(binder, p, _FORK_PRIORS.get(p)) for p in paths]
 
 
 def _decode_cache(cached: dict[str, Any]) -> tuple[dict[str, FileFacts], dict[str, FileBinding],
@@ -842,7 +844,7 @@ class WorkspaceIndex:
                 self.workers_used["bind"] = self.workers
                 with ProcessPoolExecutor(self.workers, mp_context=ctx) as pool:
                     for part in pool.map(_bind_chunk, chunks):
-                        out.extend(map(binding_from_wire, unpack_records(part)))
+                        out.extend(part)
                         if progress:
                             progress("binding", len(out), total)
                 return out
