@@ -37,7 +37,7 @@ from ctx_lsp.index.model import (
     EdgeKind,
     symbol_id,
 )
-from ctx_lsp.index.modules import EXT, ModuleInfo, Value, dep_key, name_dep
+from ctx_lsp.index.modules import EXT, ModuleInfo, Value, dep_key, name_dep, top_classes
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +51,7 @@ Group = tuple[AbstractSet[str], int, int, tuple[int, ...], tuple[int, ...]]
 # the edge kinds a site group's scopes make (from sites, imports there, and methods' OVERRIDES); the
 # rest (CONTAINS, IMPORTS, INHERITS) come from defs and imports, bound every time
 _CALLS, _INSTANTIATES, _REFERENCES = EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value, EdgeKind.REFERENCES.value
-_KEPT_KINDS = frozenset({EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value, EdgeKind.REFERENCES.value,
-                         EdgeKind.OVERRIDES.value})
+_KEPT_KINDS = frozenset({_CALLS, _INSTANTIATES, _REFERENCES, EdgeKind.OVERRIDES.value})
 
 
 @dataclass(slots=True)
@@ -119,13 +118,14 @@ class FileBinding:
 
     def packed_parts(self) -> tuple[bytes, bytes, bytes]:
         """`deps`, `flows` and `groups` packed, as the cache stores them."""
-        held = self.packed or [None, None, None]
-        if held[2] is None:  # its keys point into the sorted deps
-            deps = list(unpack_records(held[0])) if held[0] is not None else sorted(self.deps)
-            return (held[0] if held[0] is not None else pack_records(deps),
-                    held[1] if held[1] is not None else pack_records(self.flows), pack_groups(self.path, self.groups, deps))
-        return (held[0] if held[0] is not None else pack_records(sorted(self.deps)),
-                held[1] if held[1] is not None else pack_records(self.flows), held[2])
+        deps, flows, groups = self.packed or (None, None, None)
+        if deps is None:
+            deps = pack_records(sorted(self.deps))
+        if flows is None:
+            flows = pack_records(self.flows)
+        if groups is None:  # its keys point into the sorted deps
+            groups = pack_groups(self.path, self.groups, list(unpack_records(deps)))
+        return deps, flows, groups
 
 
 def _restore(path: str, edges: list[Edge], internal: int, external: int, unresolved: list[int], deps: Any,
@@ -182,12 +182,6 @@ def _moved(constraint: tuple, delta: int) -> tuple:
     if delta and constraint[0] == "c":
         return constraint[:3] + (constraint[3] + delta,) + constraint[4:]
     return constraint
-
-
-def _classes(facts: FileFacts) -> frozenset[str]:
-    """ModuleInfo.classes of facts, without building their tables."""
-    last = {d.qual: d for d in facts.defs}
-    return frozenset(q for q, d in last.items() if "." not in q and d.kind == "class")
 
 
 def _group_keys(classes: frozenset[str]) -> Callable[[str], str]:
@@ -483,12 +477,14 @@ class Binder(Evaluator):
         edges: dict[tuple[str, str, str], Edge] = {}
         keep: dict[str, int] = {}  # kept group -> its line shift
         site_groups: dict[str, list[int]] = {}
+        old_classes = classes
         if prior is not None:
             try:
                 if prior.binding.groups:
                     grouped = _by_group(facts, classes)
                     site_groups = grouped[0]
-                    keep = self._kept_groups(facts, classes, grouped, prior)
+                    old_classes = classes if prior.facts is facts else top_classes(prior.facts)
+                    keep = self._kept_groups(facts, classes, grouped, prior, old_classes)
             except Exception:  # keeping groups never costs a binding: evaluate them all
                 log.exception("keeping the site groups of %s failed; binding it whole", path)
                 keep = {}
@@ -564,7 +560,6 @@ class Binder(Evaluator):
         if keep:
             assert prior is not None
             prefix = path + "::"
-            old_classes = classes if prior.facts is facts else _classes(prior.facts)
             for e in prior.binding.edges:
                 if e.kind in _KEPT_KINDS and e.src.startswith(prefix):
                     delta = keep.get(dep_key(old_classes, e.src[len(prefix):]))
@@ -684,7 +679,6 @@ class Binder(Evaluator):
                         continue
                     if value is EXT:
                         st[1] += 1
-                        out.external += 1
                         continue
                     found = project_def(site, value, recv)
                     if found is None:
@@ -692,7 +686,6 @@ class Binder(Evaluator):
                         out.unresolved.append(index)
                         continue
                     st[0] += 1
-                    out.internal += 1
                     tdef, bound = found
                     called.setdefault((site.line, site.col, site.chain), (value[1], bound))
                     kind = _INSTANTIATES if tdef.kind == "class" else _CALLS
@@ -751,11 +744,15 @@ class Binder(Evaluator):
         at = {c: i for i, c in enumerate(out.flows)}
 
         for key, st in stats.items():
+            out.internal += st[0]
+            out.external += st[1]
             if key and key not in classes:
                 # the group's own set: nothing adds to it after this
                 out.groups[key] = (group_deps.get(key, _NO_KEYS), st[0], st[1], tuple(st[2]),
                                    tuple(sorted([at[c] for c in made[key]])) if key in made else ())
-        for key in keep:
+        for gd in group_deps.values():
+            file_deps.update(gd)
+        for key in keep:  # their keys are the prior ones (their imports and flows were read again only in part)
             assert prior is not None
             rec: Group = prior.binding.groups[key][:4] + (tuple(sorted(at[c] for c in made[key])),)
             out.groups[key] = rec
@@ -763,11 +760,8 @@ class Binder(Evaluator):
             out.external += rec[2]
             idx = site_groups[key]
             out.unresolved.extend(idx[o] for o in rec[3])
+            file_deps.update(rec[0])
         out.unresolved.sort()
-        for gd in group_deps.values():  # kept groups' keys are their prior ones, read again only in part
-            file_deps.update(gd)
-        for key in keep:
-            file_deps.update(out.groups[key][0])
 
         out.edges = sorted(edges.values(), key=lambda e: (e.src, e.kind, e.dst))
         # the file's own names need no record: a file is always re-bound when it changes
@@ -775,16 +769,13 @@ class Binder(Evaluator):
         out.deps = {d for d in file_deps if not d.startswith(own)}
         return out
 
-    def _kept_groups(self, facts: FileFacts, classes: frozenset[str],
-                     grouped: _Grouped, prior: PriorBinding) -> dict[str, int]:
+    def _kept_groups(self, facts: FileFacts, classes: frozenset[str], grouped: _Grouped, prior: PriorBinding,
+                     old_classes: frozenset[str]) -> dict[str, int]:
         """Group key -> line shift, for each site group whose prior results still hold: its sites,
-        defs and imports are the prior ones moved by a shift, and no key it read changed."""
+        defs, imports and flows are the prior ones moved by a shift, and no key it read changed."""
         recs = prior.binding.groups
-        if not recs:
-            return {}
         same = prior.facts is facts
-        old_grouped = grouped if same else _by_group(prior.facts, _classes(prior.facts))
-        old_classes = classes if same else _classes(prior.facts)
+        old_grouped = grouped if same else _by_group(prior.facts, old_classes)
         out: dict[str, int] = {}
         for key in grouped[0]:
             rec = recs.get(key)

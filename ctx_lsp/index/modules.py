@@ -177,6 +177,13 @@ def _eval_scopes(facts: FileFacts) -> set[str]:
     return out
 
 
+def top_classes(facts: FileFacts) -> frozenset[str]:
+    """The top-level class names of a file (`ModuleInfo.classes`, without building its tables): the
+    last definition of a name wins, as in build_module_info."""
+    last = {d.qual: d for d in facts.defs}
+    return frozenset(q for q, d in last.items() if "." not in q and d.kind == "class")
+
+
 def interface_parts(facts: FileFacts) -> dict[str, tuple]:
     """What other files' bindings can depend on, keyed by `dep_key`: defs (names, kinds, bases, types,
     fixture flags), the imports binding each name, typed instance attributes, "*" for star imports,
@@ -187,8 +194,7 @@ def interface_parts(facts: FileFacts) -> dict[str, tuple]:
     re-bound; an edit that changes one part re-binds only the files that read that key.
     """
     scopes = _eval_scopes(facts)
-    last = {d.qual: d for d in facts.defs}  # later definitions win, as in build_module_info
-    classes = frozenset(q for q, d in last.items() if "." not in q and d.kind == "class")
+    classes = top_classes(facts)
     parts: dict[str, list] = {}
     for d in facts.defs:
         parts.setdefault(dep_key(classes, d.qual), []).append(
