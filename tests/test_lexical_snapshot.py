@@ -288,12 +288,16 @@ def test_a_file_rewritten_with_most_chunks_unchanged_updates_only_the_rest_and_e
     changed["split_f"] = "def split_f(value):\n    return value.split()\n"
     text = "\n\n".join(changed.values())
     (root / "pkg/mod.py").write_text(text)
+    old_terms = dict(e.index.facts["pkg/mod.py"].terms)
     touched: list[str] = []
+    added: dict[str, set[str]] = {}
     for name in ("add_all", "discard_all"):
         original = getattr(Postings, name)
 
-        def spy(self, item, terms, _original=original):  # type: ignore[no-untyped-def]
+        def spy(self, item, terms, _original=original, _name=name):  # type: ignore[no-untyped-def]
             touched.append(item)
+            if _name == "add_all":
+                added.setdefault(item, set()).update(terms)
             return _original(self, item, terms)
 
         monkeypatch.setattr(Postings, name, spy)
@@ -302,4 +306,9 @@ def test_a_file_rewritten_with_most_chunks_unchanged_updates_only_the_rest_and_e
     monkeypatch.undo()
     chunk_ids = {i for i in touched if "::" in i}
     assert chunk_ids == {"pkg/mod.py::render_b", "pkg/mod.py::load_c", "pkg/mod.py::split_f"}
+    # the whole-file index sets only the counts that changed; a changed chunk, only its changed terms
+    new_terms = e.index.facts["pkg/mod.py"].terms
+    assert added["pkg/mod.py"] == {t for t, c in new_terms.items() if old_terms.get(t) != c}
+    assert new_terms["alpha"] == old_terms["alpha"] and "alpha" not in added["pkg/mod.py"]
+    assert "render" not in added["pkg/mod.py::render_b"] and "foxtrot" in added["pkg/mod.py::render_b"]
     assert got == _scratch(root, tmp_path, "scratch")

@@ -205,6 +205,22 @@ def unpack_records(packed: bytes) -> Any:
     return msgpack.unpackb(packed, use_list=False, raw=False, unicode_errors=_SITE_UNICODE)
 
 
+def packed_values(packed: bytes) -> dict[Any, bytes]:
+    """A packed list of [key, value] records as key -> that value's bytes, undecoded: comparing the
+    bytes of two versions finds the few values that differ without building every one."""
+    u = msgpack.Unpacker(raw=False, use_list=False, unicode_errors=_SITE_UNICODE)
+    u.feed(packed)
+    out: dict[Any, bytes] = {}
+    for _ in range(u.read_array_header()):
+        if u.read_array_header() != 2:
+            raise ValueError("not a list of [key, value] records")
+        key = u.unpack()
+        start = u.tell()
+        u.skip()
+        out[key] = packed[start : u.tell()]
+    return out
+
+
 def content_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=12).hexdigest()
 

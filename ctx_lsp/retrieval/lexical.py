@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctx_lsp.index.chunk_terms import chunk_term_counts, unpack_chunk_terms
-from ctx_lsp.index.facts import FileFacts
+from ctx_lsp.index.facts import FileFacts, packed_values, unpack_records
 from ctx_lsp.retrieval.postings import DEAD, Postings, ints_from_bytes, ints_to_bytes
 from ctx_lsp.retrieval.text import terms
 
@@ -63,39 +63,44 @@ class LexicalIndex:
 
     def set_file(self, facts: FileFacts | None, path: str) -> None:
         self._norm.clear()
-        before: dict[str, dict[str, int]] = {}  # the chunks indexed for the file until now
+        # only what changed: after a checkout most chunks of a changed file are the same (a kept
+        # function's counts are copied), and dropping then re-adding each of their terms was most of the
+        # next query's wait (~1M postings on Django); the chunks are compared packed, and only those
+        # whose bytes differ are decoded (decoding both versions of every chunk was the rest of it)
+        before: dict[str, bytes] = {}  # the chunks indexed for the file until now
         if path in self._files:
-            before = {ch.node_id: ch.tf for ch in self._file_chunks(path)}
+            before = packed_values(self._files.pop(path))
             n, length = self._counts.pop(path)
             self.n -= n
             self.total_len -= length
-            del self._files[path]
             self._decoded.pop(path, None)
-        chunks = []
-        if facts is not None:
-            self._files[path] = facts.chunk_terms or chunk_term_counts(facts)
-            chunks = self._file_chunks(path)
-        # only what changed: after a checkout most chunks of a changed file are the same (a kept
-        # function's counts are copied), and dropping then re-adding each of their terms was most of the
-        # next query's wait (~1M postings on Django)
-        for ch in chunks:
-            old_tf = before.pop(ch.node_id, None)
-            if old_tf == ch.tf:
-                continue
-            if old_tf is not None:
-                self.postings.discard_all(ch.node_id, [t for t in old_tf if t not in ch.tf])
-            self.length[ch.node_id] = ch.length
-            self.postings.add_all(ch.node_id, ch.tf)  # sets the counts of the terms it still holds
-        for node_id, old_tf in before.items():
-            del self.length[node_id]
-            self.postings.discard_all(node_id, old_tf)
         if facts is None:
+            for node_id, raw in before.items():
+                self.length.pop(node_id, None)
+                self.postings.discard_all(node_id, unpack_records(raw))
             return
+        packed = self._files[path] = facts.chunk_terms or chunk_term_counts(facts)
+        now = packed_values(packed)
         length = 0
-        for ch in chunks:
-            length += ch.length
-        self._counts[path] = (len(chunks), length)
-        self.n += len(chunks)
+        for node_id, raw in now.items():
+            old_raw = before.pop(node_id, None)
+            if old_raw != raw:
+                tf: dict[str, int] = unpack_records(raw)
+                old_tf: dict[str, int] | None = unpack_records(old_raw) if old_raw is not None else None
+                if old_tf != tf:
+                    if old_tf is None:
+                        self.postings.add_all(node_id, tf)
+                    else:
+                        self.postings.discard_all(node_id, [t for t in old_tf if t not in tf])
+                        # add_all sets the counts of the terms it still holds: only those that changed
+                        self.postings.add_all(node_id, {t: c for t, c in tf.items() if old_tf.get(t) != c})
+                    self.length[node_id] = sum(tf.values())
+            length += self.length.get(node_id, 0)
+        for node_id, raw in before.items():
+            self.length.pop(node_id, None)
+            self.postings.discard_all(node_id, unpack_records(raw))
+        self._counts[path] = (len(now), length)
+        self.n += len(now)
         self.total_len += length
         if len(self._decoded) > 64:  # a file's decoded chunks are only needed while it is scored or changed
             self._decoded.clear()
