@@ -66,6 +66,22 @@ def test_warm_start_reads_nothing_then_only_the_touched_file(ws: tuple[Path, Pat
     assert again.graph.snapshot() == built(root, cache.parent / "fresh").graph.snapshot()
 
 
+def test_a_loaded_binding_holds_each_distinct_string_of_its_edges_once(ws: tuple[Path, Path]) -> None:
+    """The cache stores a binding's edges as rows into its string table: loaded, they equal the bound
+    ones, and edges that share an id, kind, path or resolver share one string object."""
+    root, cache = ws
+    cold = built(root, cache)
+    warm = WorkspaceIndex(root, cache_dir=cache, workers=1)
+    warm.load_or_build()
+    edges = warm.bindings["pkg/b.py"].edges
+    assert edges == cold.bindings["pkg/b.py"].edges and len(edges) >= 3
+    for field in ("src", "kind", "path", "resolver"):
+        values = [getattr(e, field) for e in edges]
+        assert len({id(v) for v in values}) == len(set(values)), field
+    srcs = [e.src for e in edges if e.src == "pkg/b.py::B.run"]
+    assert len(srcs) >= 2 and all(s is srcs[0] for s in srcs)
+
+
 def test_a_warm_start_unpacks_defs_sites_flows_terms_and_dependencies_only_when_they_are_read(
         ws: tuple[Path, Path]) -> None:
     root, cache = ws

@@ -501,17 +501,27 @@ class Binder(Evaluator):
                 got = group_deps[key] = set()
             return got
 
+        nodes: dict[str, str] = {"": path}  # the binding's ids, each one string object
+
         def add(src: str, dst: str, kind: str, line: int, col: int, resolver: str, extra: tuple[str, ...] = ()) -> None:
             key = (src, dst, kind)
             old = edges.get(key)
             if old is None:
-                edges[key] = Edge(src, dst, kind, path, line, col, resolver, extra)
+                # one string object per id in the binding: a target many sites reach is one string
+                edges[key] = Edge(nodes.setdefault(src, src), nodes.setdefault(dst, dst), kind, path, line, col,
+                                  resolver, extra)
             elif extra:
                 merged = tuple(sorted(set(old.extra) | set(extra)))
                 edges[key] = Edge(src, dst, kind, path, old.line, old.col, old.resolver, merged)
 
+        scopes: dict[str, str] = {"": path}
+
         def scope_node(scope: str) -> str:
-            return symbol_id(path, scope) if scope else path
+            node = scopes.get(scope)
+            if node is None:
+                sid = symbol_id(path, scope)
+                node = scopes[scope] = nodes.setdefault(sid, sid)
+            return node
 
         # CONTAINS: file -> top-level defs, class -> members, function -> nested defs
         for d in facts.defs:

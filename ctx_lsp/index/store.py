@@ -28,7 +28,7 @@ from ctx_lsp.index.model import Edge
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 18  # 18: each binding's site groups (index/bind.py Group), kept by an update whose changes they did not read; 17: each class member's body offsets and stored attributes, each top-level class's stored attributes; pending flows in walk order (index/flowfacts.py FlowReplay); 16: each top-level statement's module-level words, text digest and class members (FileFacts.tops, index/statement_reuse.py); 15: each file's top-level statement starts and names (FileFacts.tops); 14: a file's defs as node rows plus their packed rest, built on first read; 13: a file's term counts packed apart, unpacked on first read; 12: derived sections (the lexical indexes, retrieval/engine.py lexical_snapshot); 11: each file's chunk term counts (index/chunk_terms.py); 10: flows and a binding's dependencies packed apart too, unpacked on first read; 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
+SCHEMA = 19  # 19: a binding's edges as rows into its own string table (one object per distinct string once loaded); 18: each binding's site groups (index/bind.py Group), kept by an update whose changes they did not read; 17: each class member's body offsets and stored attributes, each top-level class's stored attributes; pending flows in walk order (index/flowfacts.py FlowReplay); 16: each top-level statement's module-level words, text digest and class members (FileFacts.tops, index/statement_reuse.py); 15: each file's top-level statement starts and names (FileFacts.tops); 14: a file's defs as node rows plus their packed rest, built on first read; 13: a file's term counts packed apart, unpacked on first read; 12: derived sections (the lexical indexes, retrieval/engine.py lexical_snapshot); 11: each file's chunk term counts (index/chunk_terms.py); 10: flows and a binding's dependencies packed apart too, unpacked on first read; 9: each file's sites packed apart, unpacked on first read; 8: MAGIC and CRC-32 before the map, strings packed with surrogatepass; 7: literals and whole-file term counts; 6: name-level dependencies (modules.name_dep); 5: per-file payload packed as one inner blob
 MAGIC = b"ctx-lsp\n"
 _PREFIX = len(MAGIC) + 4  # MAGIC, then the CRC-32 (big-endian) of everything after it
 _UNICODE = "surrogatepass"  # any Python str packs and unpacks losslessly
@@ -104,15 +104,39 @@ def edge_from_wire(w: Any) -> Edge:
     return Edge._make(w)  # extra is already a tuple (use_list=False)
 
 
+def edges_to_wire(edges: list[Edge]) -> list[Any]:
+    """[strings, rows]: each edge's strings as indexes into a table of the distinct ones. Decoded as
+    one edge per row, a Django cache held a separate object for every edge's ids, kind, path and
+    resolver (64 MB of strings, 90% of them copies); this way each distinct string is one object
+    per binding, the section is a quarter of the size, and a pickle of the bindings shares them too."""
+    table: dict[str, int] = {}
+
+    def at(text: str) -> int:
+        i = table.get(text)
+        if i is None:
+            i = table[text] = len(table)
+        return i
+
+    rows = [(at(e.src), at(e.dst), at(e.kind), at(e.path), e.line, e.col, at(e.resolver), e.extra) for e in edges]
+    return [list(table), rows]
+
+
+def edges_from_wire(w: Any) -> list[Edge]:
+    table, rows = w
+    new = tuple.__new__  # Edge's own __new__ checks arity in Python: the rows are ours
+    return [new(Edge, (table[s], table[d], table[k], table[p], line, col, table[r], extra))
+            for s, d, k, p, line, col, r, extra in rows]
+
+
 def binding_to_wire(b: FileBinding) -> list[Any]:
     deps, flows, groups = b.packed_parts()
-    return [b.path, [edge_to_wire(e) for e in b.edges], deps, b.internal, b.external, b.unresolved, flows, groups]
+    return [b.path, edges_to_wire(b.edges), deps, b.internal, b.external, b.unresolved, flows, groups]
 
 
 def binding_from_wire(w: Any) -> FileBinding:
     if not (isinstance(w[2], bytes) and isinstance(w[6], bytes) and isinstance(w[7], bytes)):
         raise ValueError("dependencies, flows and site groups are not packed")
-    b = FileBinding(w[0], list(map(Edge._make, w[1])), internal=w[3], external=w[4], unresolved=list(w[5]))
+    b = FileBinding(w[0], edges_from_wire(w[1]), internal=w[3], external=w[4], unresolved=list(w[5]))
     b.defer(w[2], w[6], w[7])
     return b
 
