@@ -243,8 +243,9 @@ def test_neighbors_json_lists_covers(ran: tuple[Path, Path, subprocess.Completed
 
 
 def test_static_edges_are_restored_only_for_the_graph_they_were_written_with(tmp_path: Path) -> None:
-    """A warm start that changed nothing installs the cached static edges; any change, or a cache that a
-    process without the coverage producer wrote, computes them again, equal to a build from scratch."""
+    """A warm start installs the cached static edges (after a change, with the changed test file's
+    computed again); a cache that a process without the coverage producer wrote computes them all
+    again. Either way they equal a build from scratch."""
     import time as _time
 
     from ctx_lsp.sources.coverage_data import STATIC_SECTION
@@ -265,10 +266,10 @@ def test_static_edges_are_restored_only_for_the_graph_they_were_written_with(tmp
     assert built and not attach_coverage(first.index).restored
     again, restored = open_engine()
     assert attach_coverage(again.index).restored and restored == built
-    # a changed test file: computed again, and equal to a scratch build
+    # a changed test file: its edges computed again, and equal to a scratch build
     (root / "tests/test_calc.py").write_text(TESTS.replace("assert sub(3, 1) == 2", "assert add(3, 1) == 4"))
     changed, edges = open_engine()
-    assert not attach_coverage(changed.index).restored and edges == scratch() and edges != built
+    assert attach_coverage(changed.index).restored and edges == scratch() and edges != built
     # a process that has no coverage producer writes the cache: the section it carries is not trusted
     (root / "tests/test_calc.py").write_text(TESTS)
     bare = WorkspaceIndex(root, cache_dir=cache)
@@ -282,6 +283,62 @@ def test_static_edges_are_restored_only_for_the_graph_they_were_written_with(tmp
     open_engine()
     last, edges = open_engine()
     assert attach_coverage(last.index).restored and edges == scratch()
+
+
+def test_a_warm_start_computes_again_only_the_static_edges_of_test_files_its_changes_reach(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After changes on disk a warm start takes the cached static edges and computes again only those
+    of the test files it touched and of those whose calls lead into a changed test file (only a test
+    file holds tests, and whether a callee is one is its own file's business); the result equals a
+    build from scratch."""
+    import time as _time
+
+    from ctx_lsp.sources.coverage_data import TestCoverage
+
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    make_workspace(root)
+    (root / "tests/__init__.py").write_text("")
+    (root / "tests/support.py").write_text("def check(x):\n    return x\n")
+    (root / "tests/test_ops.py").write_text("from pkg.ops import sub\nfrom tests.support import check\n\n\n"
+                                            "def test_sub_only():\n    assert check(sub(2, 1)) == 1\n")
+    (root / "tests/test_plain.py").write_text("def helper():\n    return 1\n\n\ndef test_plain():\n    assert helper() == 1\n")
+    computed: list[str] = []
+    original = TestCoverage._static_edges
+
+    def spy(self: TestCoverage, path: str, facts: object) -> object:
+        computed.append(path)
+        return original(self, path, facts)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(TestCoverage, "_static_edges", spy)
+
+    def open_engine(cache_dir: Path = cache, warm: bool = True) -> set[tuple[str, str, int, tuple[str, ...]]]:
+        computed.clear()
+        engine = Engine(root, cache_dir=cache_dir)
+        engine.open()
+        engine.index.wait_saved()
+        assert attach_coverage(engine.index).restored == warm
+        return covers(engine.index, "static-test")
+
+    def scratch() -> set[tuple[str, str, int, tuple[str, ...]]]:
+        return open_engine(tmp_path / f"scratch{_time.monotonic_ns()}", warm=False)
+
+    built = open_engine(warm=False)
+    assert len(computed) == 6 and ("tests/test_ops.py::test_sub_only", "tests/support.py::check") in \
+        {e[:2] for e in built}
+    # a body edit in pkg/ops.py re-binds nothing else, and a code file holds no tests: nothing computed
+    (root / "pkg/ops.py").write_text(OPS.replace("return a - b", "return -(b - a)"))
+    edges = open_engine()
+    assert computed == [] and edges == scratch() == built
+    # a body edit in a test file that another test file calls: both
+    (root / "tests/support.py").write_text("def check(x):\n    return +x\n")
+    edges = open_engine()
+    assert sorted(computed) == ["tests/support.py", "tests/test_ops.py"] and edges == scratch() == built
+    # a test file that calls nothing changed: only itself
+    (root / "tests/test_plain.py").write_text("def helper():\n    return 2\n\n\ndef test_plain():\n    assert helper() == 2\n")
+    edges = open_engine()
+    assert computed == ["tests/test_plain.py"] and edges == scratch() == built
+    # nothing changed: nothing computed
+    assert open_engine() == built and computed == []
 
 
 def test_django_style_test_suite_is_tests(tmp_path: Path) -> None:

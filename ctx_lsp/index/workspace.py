@@ -395,6 +395,10 @@ class WorkspaceIndex:
         self.writing_stamp = ""
         self.loaded_stamp = ""
         self.loaded_unchanged = False
+        # the files that start's update changed (facts new or gone) and all it touched (those and the
+        # ones re-bound), for a section that can be brought up to date from them; None: no warm start
+        self.loaded_update: tuple[frozenset[str], frozenset[str]] | None = None
+        self.last_paths: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())  # the same, last update
         self.pending_save = False
         # facts of file versions replaced by checkouts, for a checkout back to them (previous.py)
         self.previous = PreviousFacts()
@@ -492,8 +496,10 @@ class WorkspaceIndex:
             }
             changes.update({rel: None for rel in self.facts if rel not in found.files})
             self._remember_replaced(changes)
+            self.last_paths = (frozenset(), frozenset())
             report.rebound = self._apply(changes, progress)
             self.loaded_unchanged = report.warm and not changes
+            self.loaded_update = self.last_paths if report.warm else None
             # a warm start that found nothing changed has nothing new to write
             self.pending_save = not report.warm or bool(todo) or bool(changes)
             if save:
@@ -766,6 +772,7 @@ class WorkspaceIndex:
             self.graph.relink()
         self.last_update = time.time()
         touched = set(changed) | rebind
+        self.last_paths = (frozenset(changed), frozenset(touched))
         for listener in list(self.listeners):
             try:
                 listener(touched)

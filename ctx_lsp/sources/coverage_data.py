@@ -17,8 +17,9 @@ get an edge to every symbol they call or instantiate, from the binder's CALLS/IN
 Test sources are: test functions and methods (kind "test"), methods of `Test*` classes in test files
 (setup/teardown), and pytest fixtures (`@pytest.fixture`) in test files and conftest.py. Site = the
 call site; extra `("calls",)` or `("instantiates",)`. The static edges are written with the cache
-(section `static-covers`, stamped with the write that made it): a warm start that changed nothing
-installs them instead of walking every test file's edges again (Django: 1,944 test files).
+(section `static-covers`, stamped with the write that made it): a warm start installs them instead of
+walking every test file's edges again (Django: 1,944 test files), and computes again only those of the
+test files its update touched or whose calls lead into a file it changed.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctx_lsp.index.facts import FileFacts, unpack_records
+from ctx_lsp.index.facts import FileFacts, is_test_path, unpack_records
 from ctx_lsp.index.model import RESOLVER_COVERAGE, RESOLVER_STATIC_TEST, Edge, EdgeKind, Node, NodeKind
 
 if TYPE_CHECKING:
@@ -140,7 +141,8 @@ class TestCoverage:
         self._reindex()
         self._apply_dynamic(None)
         packed = index.loaded_sections.pop(STATIC_SECTION, None)
-        self.restored = index.loaded_unchanged and self._restore_static(packed)
+        update = index.loaded_update
+        self.restored = update is not None and self._restore_static(packed, *update)
         if not self.restored:
             self._apply_static(None)
         index.save_sections[STATIC_SECTION] = self._static_section
@@ -316,9 +318,15 @@ class TestCoverage:
                                      + ([e.path] if e.path != path else []) for e in es]])
         return [STATIC_VERSION, self.index.writing_stamp, files]
 
-    def _restore_static(self, packed: Any) -> bool:
+    def _restore_static(self, packed: Any, changed: frozenset[str] = frozenset(),
+                        touched: frozenset[str] = frozenset()) -> bool:
         """Install the static edges the cache holds, when they were written with the very graph this
-        warm start loaded (same stamp, nothing changed since); False: compute them."""
+        warm start loaded (same stamp), then compute again those its update may have changed; False:
+        compute them all. A test file's static edges follow from its own binding and nodes, and from
+        whether each symbol it calls is a test, which only that symbol's own file decides, and only a
+        test file holds tests: so they hold for a test file the update did not touch (`touched`:
+        changed or re-bound) whose calls lead into no test file it changed (`changed`: facts new or
+        gone)."""
         if not isinstance(packed, bytes):
             return False
         try:
@@ -328,12 +336,22 @@ class TestCoverage:
             edges = {STATIC_PREFIX + path: [Edge(row[0], row[1], _COVERS, row[5] if len(row) > 5 else path, row[2],
                                                  row[3], RESOLVER_STATIC_TEST, _VIA[COVER_KINDS[row[4]]])
                                             for row in rows]
-                     for path, rows in files}
+                     for path, rows in files if path not in touched}
         except Exception:  # a damaged section is recomputed, never trusted
             log.warning("static test edges in the cache unreadable; recomputing them")
             return False
+        todo = set(touched)
+        changed_tests = {p for p in changed if is_test_path(p)}
+        if changed_tests:
+            file_edges = self.index.graph.file_edges
+            for path, f in self.index.facts.items():
+                if f.is_test_file and path not in todo and any(
+                        e.dst.partition("::")[0] in changed_tests for e in file_edges.get(path, ())):
+                    todo.add(path)
+                    edges.pop(STATIC_PREFIX + path, None)
         for key, es in edges.items():
             self._set(key, es)
+        self._apply_static(sorted(todo))
         return True
 
     def _static_edges(self, path: str, facts: FileFacts) -> list[Edge]:
