@@ -546,7 +546,7 @@ def test_regression_equals_scratch(name: str, tmp_path: Path) -> None:
 G_FILES = ["a.py", "b.py", "c.py"]
 G_NODES = [f"{f}::{q}" for f in G_FILES for q in ("x", "y")]
 g_edge = st.tuples(st.sampled_from(G_NODES + G_FILES), st.sampled_from(G_NODES + G_FILES),
-                   st.sampled_from(["CALLS", "REFERENCES"]))
+                   st.sampled_from(["CALLS", "REFERENCES"]), st.integers(1, 3))  # the line: a key set again moves
 g_op = st.one_of(
     st.tuples(st.just("nodes"), st.sampled_from(G_FILES), st.sets(st.sampled_from(["x", "y"]))),
     st.tuples(st.just("edges"), st.sampled_from(G_FILES), st.lists(g_edge, max_size=4)),
@@ -570,7 +570,8 @@ def test_graph_links_exactly_the_stored_edges_with_both_endpoints(ops: list[tupl
             g.remove_file(key)
         else:
             # binder edges are sited in their source's file; producers' edges anywhere
-            edges = [Edge(s, d, k, key if kind == "edges" else s.partition("::")[0], 1, 0, "r") for s, d, k in arg
+            edges = [Edge(s, d, k, key if kind == "edges" else s.partition("::")[0], line, 0, "r")
+                     for s, d, k, line in {a[:3]: a for a in arg}.values()  # one edge per key, as stores hold
                      if kind == "extra" or s.partition("::")[0] == key]
             if kind == "edges":
                 g.set_edges(key, edges)
@@ -581,6 +582,13 @@ def test_graph_links_exactly_the_stored_edges_with_both_endpoints(ops: list[tupl
                   if e.src in g and e.dst in g}
         linked = {(u, v, k) for u, out in g._succ.items() for v, kd in out.items() for k in kd}
         assert linked == stored
+        held: dict[tuple[str, str, str], list[Edge]] = {}
+        for store in (g.file_edges, g.extra_edges):
+            for es in store.values():
+                for e in es:
+                    held.setdefault(e.key(), []).append(e)
+        # each linked edge is one a store holds now, never one it held before a key was set again
+        assert all(e in held[e.key()] for out in g._succ.values() for kd in out.values() for e in kd.values())
         for u, out in g._succ.items():
             for v, kd in out.items():
                 assert kd and g._pred[v][u] is kd  # no empty entry; the reverse shares the inner dict

@@ -177,8 +177,13 @@ class CodeGraph:
             # and adding them back would leave the graph as it is (after a checkout: the dependents
             # re-bound to the same edges, the test files whose static COVERS did not move)
             return
+        # a key the store holds again is overwritten in place by the loop below (as dropping then adding
+        # it would leave it): after a checkout most of a re-bound file's edges only moved lines
+        again = {e[:3] for e in edges} if held else ()
         for e in held or ():
-            key = e.key()
+            key = e[:3]
+            if key in again:
+                continue
             if tag:
                 owners = self._extra_owners.get(key)
                 if owners is not None:
