@@ -127,6 +127,9 @@ def is_test_source(node: Node, decorators: Callable[[], list[tuple[str, ...]] | 
     return any(chain and chain[-1].rstrip("()") == "fixture" for chain in decorators() or ())
 
 
+_UNSEEN = ("", "")  # source_of's cache miss (a tuple, as its hits are)
+
+
 class TestCoverage:
     """COVERS edges and test queries for one WorkspaceIndex (hold the owner's lock across threads)."""
 
@@ -364,36 +367,48 @@ class TestCoverage:
                 table = {d.qual: d.decorators for d in facts.defs}
             return table.get(qual)
 
-        sources: dict[str, str | None] = {}  # caller id -> the test source it belongs to
+        # caller id -> (the test source it belongs to, that id + "."), or None: not a test's, or a
+        # test with dynamic coverage (its static edges give way)
+        sources: dict[str, tuple[str, str] | None] = {}
 
-        def source_of(node_id: str) -> str | None:
+        def source_of(node_id: str) -> tuple[str, str] | None:
             # a call inside a function nested in a test (click tests define commands there)
             # belongs to the test
-            if node_id not in sources:
-                found = None
+            found = None
+            if "::" in node_id:
                 qual = node_id.partition("::")[2]
                 while qual:
                     n = g.node(f"{path}::{qual}")
                     if n is not None and is_test_source(n, partial(decorators, qual), True):
-                        found = n.id
+                        if n.id not in self._dyn_tests:
+                            found = (n.id, n.id + ".")
                         break
                     qual = qual.rpartition(".")[0]
-                sources[node_id] = found
-            return sources[node_id]
+            sources[node_id] = found
+            return found
 
         edges: dict[tuple[str, str], Edge] = {}
-        for e in g.file_edges.get(path, []):
-            if e.kind not in COVER_KINDS or "::" not in e.src:
+        node = g.node
+        for e in g.file_edges.get(path, ()):
+            kind = e[2]
+            if kind not in COVER_KINDS:
                 continue
-            src = source_of(e.src)
-            if src is None or src in self._dyn_tests or _nested_id(e.dst, src) or e.dst == src:
+            got = sources.get(e[0], _UNSEEN)
+            if got is _UNSEEN:
+                got = source_of(e[0])
+            if got is None:
                 continue
-            dst = g.node(e.dst)  # None: defined in a file not indexed yet; the graph links it later
-            if "::" not in e.dst or (dst is not None and dst.kind == _TEST):
+            src, inner = got
+            dst = e[1]
+            # not the test itself nor a function nested in it; a symbol, not a file; not another test
+            if dst == src or dst.startswith(inner) or "::" not in dst:
                 continue
-            key = (src, e.dst)
+            n = node(dst)  # None: defined in a file not indexed yet; the graph links it later
+            if n is not None and n.kind == _TEST:
+                continue
+            key = (src, dst)
             if key not in edges:
-                edges[key] = Edge(src, e.dst, _COVERS, e.path, e.line, e.col, RESOLVER_STATIC_TEST, _VIA[e.kind])
+                edges[key] = Edge(src, dst, _COVERS, e.path, e.line, e.col, RESOLVER_STATIC_TEST, _VIA[kind])
         return sorted(edges.values(), key=lambda x: (x.src, x.dst))
 
     def _on_change(self, paths: set[str]) -> None:
