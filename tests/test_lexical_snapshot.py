@@ -312,3 +312,44 @@ def test_a_file_rewritten_with_most_chunks_unchanged_updates_only_the_rest_and_e
     assert new_terms["alpha"] == old_terms["alpha"] and "alpha" not in added["pkg/mod.py"]
     assert "render" not in added["pkg/mod.py::render_b"] and "foxtrot" in added["pkg/mod.py::render_b"]
     assert got == _scratch(root, tmp_path, "scratch")
+
+
+def test_a_pooled_update_brings_the_lexical_indexes_up_to_date_beside_the_bind_workers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the bind pool binds a large update, the parent thread sets the changed files' lexical
+    entries (it would only wait there): the next query has none left to set, and the indexes equal a
+    scratch build."""
+    import threading
+
+    from ctx_lsp.index import workspace as ws_mod
+
+    monkeypatch.setattr(ws_mod, "PARALLEL_THRESHOLD", 4)
+    rng = random.Random(7)
+    root = tmp_path / "ws"
+    write_tree(root, _tree(rng, 10))
+    e = Engine(root, cache_dir=tmp_path / "cache")
+    e.index.workers = 2
+    e.index.fork_safe = True  # as the daemon and the server declare (see WorkspaceIndex.may_fork)
+    e.open()
+    if not e.index.may_fork():
+        pytest.skip("this platform cannot fork")
+    _state(e)  # the lexical indexes are live
+    changed = sorted(p for p in e.index.facts if p != "pkg/__init__.py")[:6]
+    for i, path in enumerate(changed):
+        (root / path).write_text(_module(rng, 100 + i))
+    (root / changed[-1]).unlink()
+    threads: dict[str, str] = {}
+    original = e.retriever._set_lexical
+
+    def recording(f: object, path: str) -> None:
+        threads[path] = threading.current_thread().name
+        original(f, path)  # type: ignore[arg-type]
+
+    e.retriever._set_lexical = recording  # type: ignore[method-assign]
+    e.refresh()
+    assert e.index.workers_used.get("bind") == 2
+    assert threads == {p: "ctx-lsp-while-binding" for p in changed}
+    threads.clear()
+    got = _state(e)
+    assert threads == {}  # nothing left for the query's sync
+    assert got == _scratch(root, tmp_path, "scratch")

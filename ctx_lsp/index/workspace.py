@@ -379,6 +379,10 @@ class WorkspaceIndex:
         self.ws = Workspace({})
         self.last_update = 0.0
         self.listeners: list[Callable[[set[str]], None]] = []  # called with changed paths after updates
+        # work for the parent while a bind pool binds (it only waits there, and the workers leave a
+        # core partly idle): each is called with the paths whose facts the update changed (new or
+        # gone), in a thread joined before the bind returns; the facts are already the new ones
+        self.while_binding: list[Callable[[list[str]], None]] = []
         # per path: what the callback-flow pass reads of its binding (see _update_flow)
         self._flow_inputs: dict[str, tuple[list[tuple], frozenset[tuple[str, str]], tuple[tuple[str, str], ...]]] = {}
         self._flow_values: Values | None = None  # the last full flow pass's propagated values
@@ -760,7 +764,7 @@ class WorkspaceIndex:
         order = sorted(rebind)
         ph = self.phases
         with _timed(ph, "bind"):
-            results = self._bind_many(order, progress, priors)
+            results = self._bind_many(order, progress, priors, sorted(changed))
         self._remember_flow_inputs(order)
         with _timed(ph, "graph"):
             for b in results:
@@ -832,7 +836,7 @@ class WorkspaceIndex:
                 and (threading.active_count() == 1 or self.fork_safe))
 
     def _bind_many(self, order: list[str], progress: Progress | None,
-                   priors: dict[str, PriorBinding] | None = None) -> list[FileBinding]:
+                   priors: dict[str, PriorBinding] | None = None, changed: list[str] | None = None) -> list[FileBinding]:
         global _FORK_WS, _FORK_PRIORS
         priors = priors or {}
         total = len(order)
@@ -853,10 +857,16 @@ class WorkspaceIndex:
                 ctx = multiprocessing.get_context("fork")
                 self.workers_used["bind"] = self.workers
                 with ProcessPoolExecutor(self.workers, mp_context=ctx) as pool:
-                    for part in pool.map(_bind_chunk, chunks):
-                        out.extend(part)
-                        if progress:
-                            progress("binding", len(out), total)
+                    parts = pool.map(_bind_chunk, chunks)  # submits every chunk: the workers are forked now
+                    beside = self._start_while_binding(changed or [])
+                    try:
+                        for part in parts:
+                            out.extend(part)
+                            if progress:
+                                progress("binding", len(out), total)
+                    finally:
+                        if beside is not None:
+                            beside.join()
                 return out
             finally:
                 _FORK_WS, _FORK_PRIORS = None, {}
@@ -868,6 +878,23 @@ class WorkspaceIndex:
             if progress and (i % 100 == 0 or i == total - 1):
                 progress("binding", i + 1, total)
         return out
+
+    def _start_while_binding(self, changed: list[str]) -> threading.Thread | None:
+        """Run the `while_binding` work in a thread (started only once the bind workers are forked:
+        a fork beside a running thread can inherit a held lock); None when there is none."""
+        if not self.while_binding or not changed:
+            return None
+
+        def run() -> None:
+            for work in list(self.while_binding):
+                try:
+                    work(changed)
+                except Exception:  # never breaks the update: the owner catches up on its next read
+                    log.exception("work beside the bind pool failed")
+
+        thread = threading.Thread(target=run, name="ctx-lsp-while-binding", daemon=True)
+        thread.start()
+        return thread
 
     def rel(self, path: Path | str) -> str:
         """Workspace-relative POSIX path of `path`; raises ValueError when it is outside the root."""

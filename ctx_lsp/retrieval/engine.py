@@ -89,6 +89,7 @@ class Retriever:
         self._split_names: dict[str, tuple[str, ...]] = {}
         self._lines: dict[str, tuple[str, list[str]]] = {}
         engine.index.listeners.append(self._on_change)
+        engine.index.while_binding.append(self._set_changed)
 
     def fresh_session(self) -> None:
         """The memory a fresh process would start with: no working memory, the episodes on disk.
@@ -144,12 +145,25 @@ class Retriever:
         if self._dirty:
             for path in sorted(self._dirty):
                 f = facts.get(path)
-                # files only re-bound (a checkout re-binds their dependents too) hold the same facts
-                if f is None or self._applied.get(path) != f.digest:
+                # files only re-bound (a checkout re-binds their dependents too) hold the same facts,
+                # and those set beside the bind pool (`_set_changed`) are already applied
+                if self._applied.get(path) != (f.digest if f is not None else None):
                     self._set_lexical(f, path)
                 if self._literals is not None:
                     self._literals.set_file(facts.get(path), path)
             self._dirty.clear()
+
+    def _set_changed(self, paths: list[str]) -> None:
+        """Bring the live lexical indexes to the new facts of `paths` while a large update binds (in the
+        index's thread beside the bind pool, under the engine lock the update holds); the next sync
+        then finds them applied. Not before the indexes start: their first sync reads the facts."""
+        if self._dirty is None:
+            return
+        facts = self.engine.index.facts
+        for path in paths:
+            f = facts.get(path)
+            if self._applied.get(path) != (f.digest if f is not None else None):
+                self._set_lexical(f, path)
 
     def _set_lexical(self, f: FileFacts | None, path: str) -> None:
         self.lexical.set_file(f, path)
