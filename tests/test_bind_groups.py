@@ -152,10 +152,43 @@ def test_a_failure_keeping_groups_binds_the_file_whole(tmp_path: Path, monkeypat
     def broken(*args: object) -> int:
         raise ValueError("a bug in keeping groups")
 
-    monkeypatch.setattr(bind, "_shift", broken)
+    monkeypatch.setattr(bind, "_by_group", broken)
     (root / "pkg/app.py").write_text(APP.replace("return other(2)", "return helper(2)"), encoding="utf-8")
     looked_up.clear()
     index.refresh()
     assert "App.run" in looked_up, "every group evaluated"
+    got, want = comparable(index), _scratch(root, tmp_path / "scratch")
+    assert got == want, diff(got, want)
+
+
+def test_groups_that_statement_reuse_copied_are_kept_without_comparing_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout rewrites a file but keeps most of a class's methods: statement reuse copies their
+    facts, says so (FileFacts.moved), and the binder keeps those groups without comparing them item by
+    item; only the edited method is compared (and found changed). The index equals a scratch build."""
+    from ctx_lsp.index import bind as bind_mod
+
+    methods = "".join(f"    def m{i}(self):\n        return helper({i}) + other({i})\n\n" for i in range(6))
+    app = f"from pkg.util import helper, other\n\n\nclass App:\n{methods}\n\ndef main():\n    return App().m0()\n"
+    root = tmp_path / "ws"
+    _write(root, {"pkg/__init__.py": "", "pkg/util.py": UTIL, "pkg/app.py": app})
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
+    index.load_or_build()
+    compared: list[str] = []
+    shift = bind_mod._shift
+
+    def spy(old, new, old_g, new_g, key):  # type: ignore[no-untyped-def]
+        compared.append(key)
+        return shift(old, new, old_g, new_g, key)
+
+    monkeypatch.setattr(bind_mod, "_shift", spy)
+    # lines added above the class move every method; m3's body changes
+    edited = app.replace("class App:", "X = 1\nY = 2\n\n\nclass App:").replace("helper(3)", "other(3)")
+    (root / "pkg/app.py").write_text(edited, encoding="utf-8")
+    index.refresh()
+    facts = index.facts["pkg/app.py"]
+    assert facts.moved is not None and sorted(facts.moved[1]) == ["App.m0", "App.m1", "App.m2", "App.m4", "App.m5", "main"]
+    assert set(facts.moved[1].values()) == {4}
+    assert compared == ["App.m3"]
     got, want = comparable(index), _scratch(root, tmp_path / "scratch")
     assert got == want, diff(got, want)

@@ -163,6 +163,7 @@ def unpack_groups(path: str, packed: bytes, deps: list[str] | tuple[str, ...]) -
 
 
 _PACKED = {"deps": 0, "flows": 1, "groups": 2}
+_EDGE_ORDER = itemgetter(0, 2, 1)  # a binding's edges by (src, kind, dst), the key read in C
 _NO_KEYS: frozenset[str] = frozenset()
 
 
@@ -773,7 +774,7 @@ class Binder(Evaluator):
             file_deps.update(rec[0])
         out.unresolved.sort()
 
-        out.edges = sorted(edges.values(), key=lambda e: (e.src, e.kind, e.dst))
+        out.edges = sorted(edges.values(), key=_EDGE_ORDER)
         # the file's own names need no record: a file is always re-bound when it changes
         own = name_dep(path, "")
         out.deps = {d for d in file_deps if not d.startswith(own)}
@@ -785,13 +786,19 @@ class Binder(Evaluator):
         defs, imports and flows are the prior ones moved by a shift, and no key it read changed."""
         recs = prior.binding.groups
         same = prior.facts is facts
-        old_grouped = grouped if same else _by_group(prior.facts, old_classes)
+        # groups statement_reuse copied whole from the prior facts need no comparing (FileFacts.moved)
+        moved = facts.moved[1] if facts.moved is not None and facts.moved[0] == prior.facts.digest else {}
+        old_grouped: _Grouped | None = grouped if same else None
         out: dict[str, int] = {}
         for key in grouped[0]:
             rec = recs.get(key)
             if rec is None or not key or key in classes or key in old_classes or not rec[0].isdisjoint(prior.changed):
                 continue
-            delta = 0 if same else _shift(prior.facts, facts, old_grouped, grouped, key)
+            delta = 0 if same else moved.get(key)
+            if delta is None:
+                if old_grouped is None:
+                    old_grouped = _by_group(prior.facts, old_classes)
+                delta = _shift(prior.facts, facts, old_grouped, grouped, key)
             if delta is not None:
                 out[key] = delta
         return out

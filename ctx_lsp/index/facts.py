@@ -121,6 +121,10 @@ class FileFacts:
     # modules.interface_digests of these facts, once an update computed it (an extraction worker does,
     # beside the facts): derived, never persisted
     interface: dict[str, str] | None = field(default=None, repr=False, compare=False)
+    # (digest of the facts these were built from, {site group key: line shift}) for the site groups
+    # (index/bind.py Group) statement_reuse copied whole from those facts: the binder keeps such a
+    # group without comparing it item by item. Derived, never persisted
+    moved: tuple[str, dict[str, int]] | None = field(default=None, repr=False, compare=False)
 
     def __getattr__(self, name: str) -> Any:
         # called only for an unset slot: `sites`, `flows`, `terms` or `defs` of facts read from the cache

@@ -26,6 +26,7 @@ from ctx_lsp.index.chunk_terms import chunk_texts, module_chunk_text
 from ctx_lsp.index.extract import MAX_LITERALS, MAX_WORDS, _file_terms, file_words, lines_digest
 from ctx_lsp.index.facts import Def, FileFacts, Import, Site, pack_records, split_lines, unpack_records
 from ctx_lsp.index.flowfacts import ReplayMismatch
+from ctx_lsp.index.modules import dep_key, top_classes
 from ctx_lsp.index.splice import FACT_FIELDS, Span, _chunked, _extract_part
 from ctx_lsp.retrieval.text import term_counts  # the one tokenizer of lexical search; imports nothing of ours
 
@@ -291,10 +292,12 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
     doc: str | None = None
     replay: _Replay | None = None
     old_by_id: dict[str, Any] | None = None
+    copied: list[tuple[int, int, int]] = []  # (first, last, line shift) of new text whose facts are old ones moved
     for kind, first, last, k in pieces:
         if kind == "kept":
             sp = spans[k]
             delta = first - sp[0]
+            copied.append((first, last, delta))
             if not tops:
                 if k != 0:
                     return None  # another statement is first now: the module docstring may differ
@@ -321,6 +324,12 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
         pf = part.facts
         if sum(len(t[3]) for t in part.tops) >= MAX_WORDS:
             return None  # its module-level words may have been cut
+        if part.replayed:
+            assert replay is not None
+            for d in pf.defs:
+                od = replay.def_of(d.qual) if d.qual in part.replayed else None
+                if od is not None:
+                    copied.append((d.start, d.end, d.start - od.start))
         if not tops and part.tops:
             doc = pf.doc
         for name in FACT_FIELDS:
@@ -368,5 +377,34 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
     out.tops = tops
     out.terms = _file_terms(text)
     out.chunk_terms = pack_records([module_chunk, *chunks])
+    out.moved = (old.digest, _moved_groups(out, old, copied))
+    return out
+
+
+def _moved_groups(new: FileFacts, old: FileFacts, copied: list[tuple[int, int, int]]) -> dict[str, int]:
+    """Site group key -> line shift, for each group (bind.Group: a top-level function, or a member of a
+    top-level class, with all nested in it) whose root def lies inside text copied from `old`: all the
+    group's sites, defs, imports and flows are inside that def, so they are the old ones moved."""
+    classes = top_classes(new)
+    if classes != top_classes(old):
+        return {}
+    starts = [c[0] for c in copied]
+    order = sorted(range(len(copied)), key=starts.__getitem__)
+    firsts = [copied[i][0] for i in order]
+    old_start = {d.qual: d.start for d in old.defs}
+    out: dict[str, int] = {}
+    seen: set[str] = set()
+    for d in new.defs:
+        key = dep_key(classes, d.qual)
+        if key != d.qual or key in classes:
+            continue  # not a group's root (or a class body, which is never kept)
+        i = bisect_right(firsts, d.start) - 1
+        first, last, delta = copied[order[i]] if i >= 0 else (0, -1, 0)
+        if key in seen or not (first <= d.start and d.end <= last) or old_start.get(key) != d.start - delta:
+            out.pop(key, None)  # defined twice, or not copied whole: compared item by item
+            seen.add(key)
+            continue
+        seen.add(key)
+        out[key] = delta
     return out
 

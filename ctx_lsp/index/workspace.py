@@ -224,7 +224,8 @@ def _bind_guarded(binder: Binder, path: str, prior: PriorBinding | None = None, 
         return FileBinding(path)
 
 
-_Packed = tuple[str, bytes | None, str | None, int, int, bool, dict[str, str] | None, dict[str, str] | None]
+_Packed = tuple[str, bytes | None, str | None, int, int, bool, dict[str, str] | None, dict[str, str] | None,
+                tuple[str, dict[str, int]] | None]
 
 
 def _extract_chunk(items: list[tuple[str, str, int]]) -> list[_Packed]:
@@ -234,16 +235,18 @@ def _extract_chunk(items: list[tuple[str, str, int]]) -> list[_Packed]:
     out: list[_Packed] = []
     for rel, facts, reason, size, mtime, partial, old_iface in map(lambda it: _extract_one(*it), items):
         wire = pack_records(facts_to_wire(facts)) if facts is not None else None
-        out.append((rel, wire, reason, size, mtime, partial, facts.interface if facts is not None else None, old_iface))
+        out.append((rel, wire, reason, size, mtime, partial, facts.interface if facts is not None else None, old_iface,
+                    facts.moved if facts is not None else None))
     return out
 
 
 def _from_chunk(part: list[_Packed]) -> list[Extracted]:
     out: list[Extracted] = []
-    for rel, wire, reason, size, mtime, partial, iface, old_iface in part:
+    for rel, wire, reason, size, mtime, partial, iface, old_iface, moved in part:
         facts = facts_from_wire(unpack_records(wire)) if wire is not None else None
         if facts is not None:
             facts.interface = iface
+            facts.moved = moved
         out.append((rel, facts, reason, size, mtime, partial, old_iface))
     return out
 
