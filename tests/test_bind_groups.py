@@ -192,3 +192,50 @@ def test_groups_that_statement_reuse_copied_are_kept_without_comparing_them(
     assert compared == ["App.m3"]
     got, want = comparable(index), _scratch(root, tmp_path / "scratch")
     assert got == want, diff(got, want)
+
+
+def test_a_pooled_update_places_nodes_beside_the_workers_and_its_failure_is_raised(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pooled update places the changed files' nodes in a thread beside the bind workers; the graph
+    equals a scratch build, and a failure there is raised by the update, not lost in the thread."""
+    import threading
+
+    from ctx_lsp.index.graph import CodeGraph
+
+    monkeypatch.setattr(ws_mod, "PARALLEL_THRESHOLD", 8)
+    files = {"pkg/__init__.py": "", "pkg/util.py": UTIL}
+    files |= {f"pkg/app{i}.py": APP.replace("class App", f"class App{i}").replace("App()", f"App{i}()")
+              for i in range(12)}
+    root = tmp_path / "ws"
+    _write(root, files)
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=2)
+    index.fork_safe = True
+    index.load_or_build()
+    if not index.may_fork():
+        pytest.skip("this platform cannot fork")
+    placed: list[str] = []
+    set_file = CodeGraph.set_file
+
+    def spy(self: CodeGraph, path: str, nodes: list) -> None:  # type: ignore[type-arg]
+        placed.append(threading.current_thread().name)
+        set_file(self, path, nodes)
+
+    monkeypatch.setattr(CodeGraph, "set_file", spy)
+    (root / "pkg/util.py").write_text(UTIL + "\n\ndef third(x):\n    return x\n", encoding="utf-8")
+    for i in range(12):  # every app now calls the new function: all re-bound, in the pool
+        (root / f"pkg/app{i}.py").write_text(files[f"pkg/app{i}.py"].replace("from pkg.util import helper, other",
+                                                                             "from pkg.util import helper, other, third"),
+                                             encoding="utf-8")
+    index.refresh()
+    assert index.workers_used.get("bind") == 2 and placed and set(placed) == {"ctx-lsp-while-binding"}
+    got, want = comparable(index), _scratch(root, tmp_path / "scratch")
+    assert got == want, diff(got, want)
+
+    def broken(self: CodeGraph, path: str, nodes: list) -> None:  # type: ignore[type-arg]
+        raise RuntimeError("placing nodes failed")
+
+    monkeypatch.setattr(CodeGraph, "set_file", broken)
+    for i in range(12):
+        (root / f"pkg/app{i}.py").write_text(files[f"pkg/app{i}.py"] + "\n# again\n", encoding="utf-8")
+    with pytest.raises(RuntimeError, match="placing nodes failed"):
+        index.refresh()

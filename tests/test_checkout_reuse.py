@@ -180,9 +180,9 @@ def test_a_running_index_rebinds_everything_after_a_checkout_of_most_files(tmp_p
     bound: list[int] = []
     bind_many = workspace.WorkspaceIndex._bind_many
 
-    def binding(self, order, progress, priors=None, changed=None):  # type: ignore[no-untyped-def]
+    def binding(self, order, *args):  # type: ignore[no-untyped-def]
         bound.append(len(order))
-        return bind_many(self, order, progress, priors, changed)
+        return bind_many(self, order, *args)
 
     monkeypatch.setattr(workspace.WorkspaceIndex, "_bind_many", binding)
     root = tmp_path / "ws"

@@ -756,19 +756,23 @@ class WorkspaceIndex:
                 b = self.bindings.get(p)
                 if b is not None and old_ws.canonical.get(p) == ws.canonical.get(p):
                     priors[p] = PriorBinding(b, bound_from.get(p, self.facts[p]), frozen)
-        # nodes first, so edges into new nodes can be linked
-        for p in sorted(changed):
-            f = changed[p]
-            if f is None:
-                self.graph.remove_file(p)
-                self.state.pop(p, None)
-            else:
-                self.graph.set_file(p, nodes_of(f))
         order = sorted(rebind)
+
+        def place_nodes() -> None:
+            # nodes before edges, so edges into new nodes can be linked (binding reads the module
+            # tables, not the graph); and what the flow pass reads of the old bindings, before they go
+            for p in sorted(changed):
+                f = changed[p]
+                if f is None:
+                    self.graph.remove_file(p)
+                    self.state.pop(p, None)
+                else:
+                    self.graph.set_file(p, nodes_of(f))
+            self._remember_flow_inputs(order)
+
         ph = self.phases
         with _timed(ph, "bind"):
-            results = self._bind_many(order, progress, priors, sorted(changed))
-        self._remember_flow_inputs(order)
+            results = self._bind_many(order, progress, priors, sorted(changed), place_nodes)
         with _timed(ph, "graph"):
             for b in results:
                 self.bindings[b.path] = b
@@ -839,7 +843,10 @@ class WorkspaceIndex:
                 and (threading.active_count() == 1 or self.fork_safe))
 
     def _bind_many(self, order: list[str], progress: Progress | None,
-                   priors: dict[str, PriorBinding] | None = None, changed: list[str] | None = None) -> list[FileBinding]:
+                   priors: dict[str, PriorBinding] | None = None, changed: list[str] | None = None,
+                   first: Callable[[], None] | None = None) -> list[FileBinding]:
+        """Bind `order` (in a fork pool when large). `first`: the update's own work that needs no
+        binding, run beside the pool (with `while_binding`), else before binding in process."""
         global _FORK_WS, _FORK_PRIORS
         priors = priors or {}
         total = len(order)
@@ -861,7 +868,8 @@ class WorkspaceIndex:
                 self.workers_used["bind"] = self.workers
                 with ProcessPoolExecutor(self.workers, mp_context=ctx) as pool:
                     parts = pool.map(_bind_chunk, chunks)  # submits every chunk: the workers are forked now
-                    beside = self._start_while_binding(changed or [])
+                    failed: list[BaseException] = []
+                    beside = self._start_while_binding(changed or [], first, failed)
                     try:
                         for part in parts:
                             out.extend(part)
@@ -870,9 +878,13 @@ class WorkspaceIndex:
                     finally:
                         if beside is not None:
                             beside.join()
+                    if failed:
+                        raise failed[0]
                 return out
             finally:
                 _FORK_WS, _FORK_PRIORS = None, {}
+        if first is not None:
+            first()
         binder = Binder(self.ws)
         self.workers_used["bind"] = 1
         out = []
@@ -882,14 +894,23 @@ class WorkspaceIndex:
                 progress("binding", i + 1, total)
         return out
 
-    def _start_while_binding(self, changed: list[str]) -> threading.Thread | None:
-        """Run the `while_binding` work in a thread (started only once the bind workers are forked:
-        a fork beside a running thread can inherit a held lock); None when there is none."""
-        if not self.while_binding or not changed:
+    def _start_while_binding(self, changed: list[str], first: Callable[[], None] | None,
+                             failed: list[BaseException]) -> threading.Thread | None:
+        """Run `first` (the update's own work: a failure goes to `failed`, for the caller to raise),
+        then the `while_binding` work, in a thread started only once the bind workers are forked (a
+        fork beside a running thread can inherit a held lock); None when there is nothing to run."""
+        hooks = list(self.while_binding) if changed else []
+        if first is None and not hooks:
             return None
 
         def run() -> None:
-            for work in list(self.while_binding):
+            if first is not None:
+                try:
+                    first()
+                except BaseException as exc:  # raised in the update's own thread once joined
+                    failed.append(exc)
+                    return
+            for work in hooks:
                 try:
                     work(changed)
                 except Exception:  # never breaks the update: the owner catches up on its next read
