@@ -5,6 +5,7 @@ equals a build from scratch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,17 +45,22 @@ def _scratch(root: Path, cache: Path) -> dict:
     return comparable(index)
 
 
+def _record(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, note: Callable[..., object]) -> None:
+    """Wrap `owner.name` so that each call is first shown to `note` with its arguments."""
+    original = getattr(owner, name)
+
+    def spy(*args: object) -> object:
+        note(*args)
+        return original(*args)
+
+    monkeypatch.setattr(owner, name, spy)
+
+
 @pytest.fixture
 def looked_up(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The scopes the binder evaluated a name in, in order."""
     scopes: list[str] = []
-    lookup = Binder.lookup
-
-    def spy(self, info, scope, name, depth):  # type: ignore[no-untyped-def]
-        scopes.append(scope)
-        return lookup(self, info, scope, name, depth)
-
-    monkeypatch.setattr(Binder, "lookup", spy)
+    _record(monkeypatch, Binder, "lookup", lambda _self, _info, scope, *_: scopes.append(scope))
     return scopes
 
 
@@ -117,7 +123,9 @@ def test_a_class_that_gains_a_base_re_evaluates_its_methods(tmp_path: Path, look
     assert got == want, diff(got, want)
 
 
-def test_pooled_binding_keeps_groups_and_equals_a_scratch_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _pooled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, str], WorkspaceIndex]:
+    """Twelve apps over one util module, indexed by an index whose updates of 8 files or more bind in
+    a fork pool."""
     monkeypatch.setattr(ws_mod, "PARALLEL_THRESHOLD", 8)
     files = {"pkg/__init__.py": "", "pkg/util.py": UTIL}
     files |= {f"pkg/app{i}.py": APP.replace("class App", f"class App{i}").replace("App()", f"App{i}()")
@@ -129,6 +137,11 @@ def test_pooled_binding_keeps_groups_and_equals_a_scratch_build(tmp_path: Path, 
     index.load_or_build()
     if not index.may_fork():
         pytest.skip("this platform cannot fork")
+    return root, files, index
+
+
+def test_pooled_binding_keeps_groups_and_equals_a_scratch_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, files, index = _pooled(tmp_path, monkeypatch)
     (root / "pkg/util.py").write_text(UTIL.replace("def other(x):\n    return x\n", "class other:\n    pass\n"),
                                       encoding="utf-8")
     for i in range(0, 12, 2):  # and half the apps move their methods down a line
@@ -175,13 +188,7 @@ def test_groups_that_statement_reuse_copied_are_kept_without_comparing_them(
     index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
     index.load_or_build()
     compared: list[str] = []
-    shift = bind_mod._shift
-
-    def spy(old, new, old_g, new_g, key):  # type: ignore[no-untyped-def]
-        compared.append(key)
-        return shift(old, new, old_g, new_g, key)
-
-    monkeypatch.setattr(bind_mod, "_shift", spy)
+    _record(monkeypatch, bind_mod, "_shift", lambda *args: compared.append(args[-1]))
     # lines added above the class move every method; m3's body changes
     edited = app.replace("class App:", "X = 1\nY = 2\n\n\nclass App:").replace("helper(3)", "other(3)")
     (root / "pkg/app.py").write_text(edited, encoding="utf-8")
@@ -202,25 +209,9 @@ def test_a_pooled_update_places_nodes_beside_the_workers_and_its_failure_is_rais
 
     from ctx_lsp.index.graph import CodeGraph
 
-    monkeypatch.setattr(ws_mod, "PARALLEL_THRESHOLD", 8)
-    files = {"pkg/__init__.py": "", "pkg/util.py": UTIL}
-    files |= {f"pkg/app{i}.py": APP.replace("class App", f"class App{i}").replace("App()", f"App{i}()")
-              for i in range(12)}
-    root = tmp_path / "ws"
-    _write(root, files)
-    index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=2)
-    index.fork_safe = True
-    index.load_or_build()
-    if not index.may_fork():
-        pytest.skip("this platform cannot fork")
+    root, files, index = _pooled(tmp_path, monkeypatch)
     placed: list[str] = []
-    set_file = CodeGraph.set_file
-
-    def spy(self: CodeGraph, path: str, nodes: list) -> None:  # type: ignore[type-arg]
-        placed.append(threading.current_thread().name)
-        set_file(self, path, nodes)
-
-    monkeypatch.setattr(CodeGraph, "set_file", spy)
+    _record(monkeypatch, CodeGraph, "set_file", lambda *_: placed.append(threading.current_thread().name))
     (root / "pkg/util.py").write_text(UTIL + "\n\ndef third(x):\n    return x\n", encoding="utf-8")
     for i in range(12):  # every app now calls the new function: all re-bound, in the pool
         (root / f"pkg/app{i}.py").write_text(files[f"pkg/app{i}.py"].replace("from pkg.util import helper, other",
