@@ -513,7 +513,7 @@ class Binder(Evaluator):
                                   resolver, extra)
             elif extra:
                 merged = tuple(sorted(set(old.extra) | set(extra)))
-                edges[key] = Edge(src, dst, kind, path, old.line, old.col, old.resolver, merged)
+                edges[key] = old._replace(extra=merged)
 
         scopes: dict[str, str] = {"": path}
 

@@ -388,9 +388,8 @@ def _moved_groups(new: FileFacts, old: FileFacts, copied: list[tuple[int, int, i
     classes = top_classes(new)
     if classes != top_classes(old):
         return {}
-    starts = [c[0] for c in copied]
-    order = sorted(range(len(copied)), key=starts.__getitem__)
-    firsts = [copied[i][0] for i in order]
+    copied = sorted(copied)  # disjoint ranges, by first line
+    firsts = [c[0] for c in copied]
     old_start = {d.qual: d.start for d in old.defs}
     out: dict[str, int] = {}
     seen: set[str] = set()
@@ -398,13 +397,14 @@ def _moved_groups(new: FileFacts, old: FileFacts, copied: list[tuple[int, int, i
         key = dep_key(classes, d.qual)
         if key != d.qual or key in classes:
             continue  # not a group's root (or a class body, which is never kept)
-        i = bisect_right(firsts, d.start) - 1
-        first, last, delta = copied[order[i]] if i >= 0 else (0, -1, 0)
-        if key in seen or not (first <= d.start and d.end <= last) or old_start.get(key) != d.start - delta:
-            out.pop(key, None)  # defined twice, or not copied whole: compared item by item
-            seen.add(key)
+        if key in seen:
+            out.pop(key, None)  # defined twice: compared item by item
             continue
         seen.add(key)
-        out[key] = delta
+        i = bisect_right(firsts, d.start) - 1
+        if i >= 0:
+            first, last, delta = copied[i]
+            if d.end <= last and old_start.get(key) == d.start - delta:
+                out[key] = delta
     return out
 

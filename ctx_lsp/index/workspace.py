@@ -398,10 +398,9 @@ class WorkspaceIndex:
         self.loaded_sections: dict[str, Any] = {}
         # each cache write gets a fresh stamp (`writing_stamp` while its sections are made): a section
         # derived from the whole graph is valid for the write that made it, and `loaded_stamp` says
-        # which write the last warm start read; `loaded_unchanged`: that start changed nothing it read
+        # which write the last warm start read
         self.writing_stamp = ""
         self.loaded_stamp = ""
-        self.loaded_unchanged = False
         # the files that start's update changed (facts new or gone) and all it touched (those and the
         # ones re-bound), for a section that can be brought up to date from them; None: no warm start
         self.loaded_update: tuple[frozenset[str], frozenset[str]] | None = None
@@ -478,7 +477,7 @@ class WorkspaceIndex:
                         cached = None
                         self.loaded_sections, self.loaded_stamp = {}, ""
                 decoded = _decode_cache(cached) if cached is not None else None
-            self.loaded_unchanged = False
+            self.loaded_update = None
             if cached is not None and decoded is None:
                 log.warning("cache corrupt, rebuilding: %s", self.store.path)
                 self.loaded_sections, self.loaded_stamp = {}, ""
@@ -505,7 +504,6 @@ class WorkspaceIndex:
             self._remember_replaced(changes)
             self.last_paths = (frozenset(), frozenset())
             report.rebound = self._apply(changes, progress)
-            self.loaded_unchanged = report.warm and not changes
             self.loaded_update = self.last_paths if report.warm else None
             # a warm start that found nothing changed has nothing new to write
             self.pending_save = not report.warm or bool(todo) or bool(changes)

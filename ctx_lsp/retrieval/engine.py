@@ -144,11 +144,7 @@ class Retriever:
             return
         if self._dirty:
             for path in sorted(self._dirty):
-                f = facts.get(path)
-                # files only re-bound (a checkout re-binds their dependents too) hold the same facts,
-                # and those set beside the bind pool (`_set_changed`) are already applied
-                if self._applied.get(path) != (f.digest if f is not None else None):
-                    self._set_lexical(f, path)
+                self._catch_up(path)
                 if self._literals is not None:
                     self._literals.set_file(facts.get(path), path)
             self._dirty.clear()
@@ -159,11 +155,16 @@ class Retriever:
         then finds them applied. Not before the indexes start: their first sync reads the facts."""
         if self._dirty is None:
             return
-        facts = self.engine.index.facts
         for path in paths:
-            f = facts.get(path)
-            if self._applied.get(path) != (f.digest if f is not None else None):
-                self._set_lexical(f, path)
+            self._catch_up(path)
+
+    def _catch_up(self, path: str) -> None:
+        """Set `path` in the lexical indexes unless they hold its current facts already: files only
+        re-bound (a checkout re-binds their dependents too) hold the same facts, and those set beside
+        the bind pool (`_set_changed`) are applied before the sync that follows; gone is None."""
+        f = self.engine.index.facts.get(path)
+        if self._applied.get(path) != (f.digest if f is not None else None):
+            self._set_lexical(f, path)
 
     def _set_lexical(self, f: FileFacts | None, path: str) -> None:
         self.lexical.set_file(f, path)

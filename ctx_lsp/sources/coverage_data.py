@@ -19,7 +19,7 @@ Test sources are: test functions and methods (kind "test"), methods of `Test*` c
 call site; extra `("calls",)` or `("instantiates",)`. The static edges are written with the cache
 (section `static-covers`, stamped with the write that made it): a warm start installs them instead of
 walking every test file's edges again (Django: 1,944 test files), and computes again only those of the
-test files its update touched or whose calls lead into a file it changed.
+test files its update touched or whose calls lead into a test file it changed.
 """
 
 from __future__ import annotations
