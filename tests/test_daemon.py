@@ -70,7 +70,8 @@ def start(ws: Ws, *extra: str) -> dict:
     assert p.returncode == 0, p.stderr
     code, info = ws.status()
     assert code == 0 and info["ready"], info
-    assert info["usable"] == (not extra), info  # status is asked without the extra filter
+    filtered = any(a in ("--include", "--exclude") for a in extra)
+    assert info["usable"] == (not filtered), info  # status is asked without the extra filter
     return info
 
 
@@ -118,7 +119,7 @@ def test_a_checkout_through_the_daemon_binds_in_worker_processes_and_answers_as_
     chain_modules(root, PARALLEL_THRESHOLD, "f")
     w = Ws(root, tmp_path / "cache")
     try:
-        start(w)
+        start(w, "--no-watch")  # the call itself makes the update (a watcher would start it on its own)
         chain_modules(root, PARALLEL_THRESHOLD, "g")  # the checkout: every module's names change
         q = "who calls g7"
         served = pack_of(run("context", "--json", *w.common, q))
@@ -129,6 +130,68 @@ def test_a_checkout_through_the_daemon_binds_in_worker_processes_and_answers_as_
         assert served == pack_of(run("context", "--json", *w.common, q, mode="off"))
     finally:
         run("daemon", "stop", *w.common, timeout=30)
+
+
+def settled(ws: Ws, refreshes: int, limit: float = 60.0) -> dict:
+    """The daemon's state once its watcher made more than `refreshes` background refreshes, none pending."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        _, info = ws.status()
+        watch = info["watch"]
+        if watch["refreshes"] > refreshes and not watch["pending"]:
+            return info
+        time.sleep(0.1)
+    raise AssertionError(f"no background refresh within {limit} s: {info}")
+
+
+def test_a_watching_daemon_re_indexes_changed_files_in_the_background_before_the_next_call(ws: Ws) -> None:
+    start(ws)
+    deadline = time.monotonic() + 30
+    while not (info := ws.status()[1])["watch"]["watching"] and time.monotonic() < deadline:
+        time.sleep(0.1)  # the watches are set a moment after the daemon is ready
+    assert info["watch"]["watching"] and info["watch"]["refreshes"] == 0, info["watch"]
+    q = "who calls compute_loyalty_points"
+    mod = next(ws.root.glob("shop/*.py"))
+    mod.write_text(mod.read_text() + "\n\ndef compute_loyalty_points(total):\n    return int(total // 10)\n")
+    info = settled(ws, 0)
+    assert info["watch"]["last"]["changed"] == 1, info["watch"]
+    phases = info["last_update"]["phases"]
+    assert "bind" in phases and "decode" not in phases, phases  # a refresh (not the open) bound the file
+    assert info["requests"] == 0 and info["idle_s"] > 0  # and it is not a request: the idle clock runs on
+    served = pack_of(run("context", "--json", *ws.common, q))
+    assert any(i["symbol"] == "compute_loyalty_points" for i in served["items"])
+    _, after = ws.status()
+    # the call's own refresh found nothing left to do: it discovered the tree and bound nothing
+    assert "bind" not in after["last_update"]["phases"], after["last_update"]
+    assert served == pack_of(run("context", "--json", *ws.common, q, mode="off"))
+
+    # files the index does not read start no refresh; a new module in a new package does
+    refreshes = after["watch"]["refreshes"]
+    (ws.root / "NOTES.txt").write_text("notes\n")
+    (ws.root / "shop" / "__pycache__").mkdir(exist_ok=True)
+    (ws.root / "shop" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
+    time.sleep(1.5)
+    _, quiet = ws.status()
+    assert quiet["watch"]["refreshes"] == refreshes and quiet["watch"]["events"] == after["watch"]["events"]
+    (ws.root / "loyalty").mkdir()
+    (ws.root / "loyalty" / "tiers.py").write_text("from shop import *\n\n\ndef tier_of(points):\n    return points // 100\n")
+    info = settled(ws, refreshes)
+    assert info["watch"]["last"]["changed"] == 1 and info["files"] == quiet["files"] + 1, info
+
+
+def test_a_daemon_started_with_no_watch_leaves_the_update_to_the_next_call(ws: Ws) -> None:
+    info = start(ws, "--no-watch")
+    assert info["watch"] is None
+    assert "not watching the tree" in run("daemon", "status", *ws.common).stdout
+    mod = next(ws.root.glob("shop/*.py"))
+    mod.write_text(mod.read_text() + "\n\ndef compute_loyalty_points(total):\n    return int(total // 10)\n")
+    time.sleep(1.0)
+    _, idle = ws.status()
+    assert idle["last_update"] == info["last_update"]  # nothing happened in the background: still the open's
+    pack_of(run("context", "--json", *ws.common, "who calls compute_loyalty_points"))
+    _, after = ws.status()
+    phases = after["last_update"]["phases"]
+    assert "bind" in phases and "decode" not in phases, phases  # the call's refresh bound the file
 
 
 def test_neighbors_through_the_daemon_resolves_paths_from_the_callers_directory(ws: Ws) -> None:

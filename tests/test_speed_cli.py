@@ -113,8 +113,11 @@ def test_switch_lays_out_the_other_version_and_times_the_update(tmp_path: Path) 
 
     row = measure_switch(a, b)
     assert row["switch_files"] == 3
-    for key in ("switch_cold_s", "switch_update_s", "switch_daemon_s", "switch_ratio", "switch_daemon_ratio"):
+    for key in ("switch_cold_s", "switch_update_s", "switch_daemon_s", "switch_ratio", "switch_daemon_ratio",
+                "switch_watch_call_s", "switch_watch_call_ratio"):
         assert isinstance(row[key], float) and row[key] > 0, key
+    # the watching daemon refreshed in the background once the layout settled (it has to see the changes)
+    assert isinstance(row["switch_watch_settle_s"], float) and 0 <= row["switch_watch_settle_s"] < 60
     # where the update went: the two changed or added files were extracted and bound again
     phases = row["switch_update_phases_s"]
     assert phases["extract"] > 0 and "bind" in phases

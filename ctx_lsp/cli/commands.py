@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
         if name in ("start", "run"):
             dp.add_argument("--idle-timeout", type=_positive_float, default=None, metavar="SECONDS",
                             help="exit after this long without a request (default 1800)")
+            dp.add_argument("--no-watch", action="store_true",
+                            help="do not watch the tree: each call refreshes the index itself (by default "
+                                 "changed files are re-indexed in the background as soon as they settle)")
         if name == "status":
             dp.add_argument("--json", action="store_true")
         add_common(dp)
@@ -361,10 +364,11 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     if args.daemon_command == "run":
         from ctx_lsp.daemon.server import IDLE_TIMEOUT_S, run
 
-        return run(Path(ident["root"]), cache_dir, file_filter(args), args.idle_timeout or IDLE_TIMEOUT_S)
+        return run(Path(ident["root"]), cache_dir, file_filter(args), args.idle_timeout or IDLE_TIMEOUT_S,
+                   watch=not args.no_watch)
     if args.daemon_command == "start":
         try:
-            dc.ensure(ident, start=True, idle_timeout=args.idle_timeout, notify=_notify)
+            dc.ensure(ident, start=True, idle_timeout=args.idle_timeout, notify=_notify, watch=not args.no_watch)
         except dc.DaemonUnavailable as exc:
             raise CliError(f"the daemon did not start: {exc} (see {cache_dir / dc.LOG_NAME})") from None
         info = dc.hello(cache_dir)
@@ -391,6 +395,16 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     state = "ready" if info.get("ready") else ("failed: " + str(info["failed"]) if info.get("failed") else "loading")
     print(f"ctx-lsp daemon {info['pid']} ({info['version']}) serving {info['root']}: {state}, {info['files']} files, "
           f"{info['requests']} requests, idle {info['idle_s']} s of {info['idle_timeout']:.0f} s, peak RSS {info['rss_mb']} MB")
+    watch = info.get("watch")
+    if watch is None:
+        print("  not watching the tree (started with --no-watch): each call refreshes the index itself")
+    elif watch.get("watching"):
+        last = watch.get("last")
+        done = f", the last re-indexed {last['changed']} files in {last['seconds']} s" if last else ""
+        print(f"  watching the tree: {watch['refreshes']} background refreshes{done}"
+              + (" (one pending)" if watch.get("pending") else ""))
+    else:
+        print(f"  not watching the tree: {watch.get('error') or 'not started yet'}")
     if not usable:
         print("  not used by this installation: it runs other code or another file filter (restart it)")
     return 0

@@ -150,7 +150,7 @@ def matches(info: dict[str, Any], ident: dict[str, Any]) -> bool:
     return all(info.get(k) == v for k, v in ident.items())
 
 
-def _spawn(ident: dict[str, Any], idle_timeout: float | None) -> None:
+def _spawn(ident: dict[str, Any], idle_timeout: float | None, watch: bool = True) -> None:
     cache_dir = Path(ident["cache_dir"])
     cache_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "ctx_lsp", "daemon", "run", "--root", ident["root"], "--cache-dir", ident["cache_dir"]]
@@ -160,13 +160,15 @@ def _spawn(ident: dict[str, Any], idle_timeout: float | None) -> None:
         cmd += ["--exclude", g]
     if idle_timeout is not None:
         cmd += ["--idle-timeout", str(idle_timeout)]
+    if not watch:
+        cmd.append("--no-watch")
     with open(cache_dir / LOG_NAME, "ab") as logf:
         subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True,
                          close_fds=True, cwd=ident["root"])
 
 
 def ensure(ident: dict[str, Any], start: bool, idle_timeout: float | None = None,
-           wait_s: float = START_TIMEOUT_S, notify: Any = None) -> Path:
+           wait_s: float = START_TIMEOUT_S, notify: Any = None, watch: bool = True) -> Path:
     """The socket of a ready daemon matching `ident`; starts one when `start` and none answers.
 
     A daemon of another build or filter for the same cache is asked to stop first (when starting).
@@ -193,7 +195,7 @@ def ensure(ident: dict[str, Any], start: bool, idle_timeout: float | None = None
     if info is None:
         if not start:
             raise DaemonUnavailable("no daemon running")
-        _start_locked(ident, idle_timeout)
+        _start_locked(ident, idle_timeout, watch)
         if notify is not None:
             notify("starting the ctx-lsp daemon (the index loads once; later calls reuse it)")
     deadline = time.monotonic() + wait_s
@@ -213,7 +215,7 @@ def ensure(ident: dict[str, Any], start: bool, idle_timeout: float | None = None
     raise DaemonUnavailable("daemon did not become ready in time")
 
 
-def _start_locked(ident: dict[str, Any], idle_timeout: float | None) -> None:
+def _start_locked(ident: dict[str, Any], idle_timeout: float | None, watch: bool = True) -> None:
     """Spawn a daemon unless another caller is starting one right now (an exclusive lock file)."""
     import fcntl
 
@@ -229,7 +231,7 @@ def _start_locked(ident: dict[str, Any], idle_timeout: float | None) -> None:
             return  # came up meanwhile
         except DaemonUnavailable:
             pass
-        _spawn(ident, idle_timeout)
+        _spawn(ident, idle_timeout, watch)
         # hold the lock until the socket exists, so a concurrent caller does not spawn a second one
         deadline = time.monotonic() + 30.0
         sock = socket_path(cache_dir)

@@ -3,8 +3,10 @@
 The wire and the client live in `ctx_lsp.daemon.client`. Every request that reads the workspace first
 brings the index in line with the disk (`Engine.refresh`: size/mtime, then content hash), and starts
 from the memory a fresh process would have (working memory empty, episodes as on disk), so an answer
-equals the in-process one-shot answer on the same files. The daemon exits after `idle_timeout` seconds
-without a request, when asked (`ctx-lsp daemon stop`), or when its socket is taken from it.
+equals the in-process one-shot answer on the same files. Unless started with `--no-watch`, it also
+watches the tree (`watch.py`) and refreshes in the background once a batch of changes settles, so the
+call after a checkout finds that work done. The daemon exits after `idle_timeout` seconds without a
+request, when asked (`ctx-lsp daemon stop`), or when its socket is taken from it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from ctx_lsp import __version__
 from ctx_lsp.daemon.client import INFO_NAME, PROTOCOL, build_id, identity, private_dir, socket_path
+from ctx_lsp.daemon.watch import TreeWatcher
 from ctx_lsp.engine import Engine, TargetNotFound
 from ctx_lsp.index.discovery import FileFilter
 from ctx_lsp.index.workspace import prepare_threaded_process
@@ -39,7 +42,7 @@ class UserError(Exception):
 class Daemon:
     """The engine and the request handlers; the socket server only moves bytes."""
 
-    def __init__(self, root: Path, cache_dir: Path, flt: FileFilter, idle_timeout: float) -> None:
+    def __init__(self, root: Path, cache_dir: Path, flt: FileFilter, idle_timeout: float, watch: bool = True) -> None:
         self.engine = Engine(root, cache_dir=cache_dir, flt=flt)
         # Updates may fork their workers and cache writer although request threads exist: every engine
         # call runs under engine.lock, stdin is /dev/null and unread, and `run` imports lazy modules first.
@@ -56,6 +59,10 @@ class Daemon:
         self._bridge: Any = None
         self._sessions: dict[str, Any] = {}  # MCP session id -> its WorkingMemory, least recent first
         self.server: socketserver.UnixStreamServer | None = None
+        self.watcher: TreeWatcher | None = None
+        if watch:
+            idx = self.engine.index
+            self.watcher = TreeWatcher(self.engine.root, idx.accepts, self._background_refresh, ignore=[cache_dir])
 
     # -- lifecycle ----------------------------------------------------------------------------
     def warm(self) -> None:
@@ -68,6 +75,14 @@ class Daemon:
             log.exception("opening the index failed")
             self.failed = f"{type(exc).__name__}: {exc}"
         self.ready.set()
+        if self.watcher is not None and not self.failed:
+            self.watcher.start()  # after the open: a change during it is found by the next refresh
+
+    def _background_refresh(self) -> list[str]:
+        """A settled batch of changes on disk: the refresh the next request would make, done now.
+        Not a request: it neither resets the idle clock nor counts as one."""
+        with self.engine.lock:
+            return self.engine.refresh()
 
     def info(self) -> dict[str, Any]:
         return {**self.ident, "version": __version__, "pid": os.getpid(), "ready": self.ready.is_set() and not self.failed,
@@ -78,7 +93,9 @@ class Daemon:
                 # the last open or refresh (copied: dict() is atomic, and a request thread may be updating):
                 # seconds per stage, and the processes its extraction and binding used
                 "last_update": ({"phases": {k: round(v, 3) for k, v in dict(self.engine.index.phases).items()},
-                                 "workers": dict(self.engine.index.workers_used)} if self.ready.is_set() else None)}
+                                 "workers": dict(self.engine.index.workers_used)} if self.ready.is_set() else None),
+                # the file watcher: whether it runs, events seen, background refreshes, one pending now
+                "watch": self.watcher.state() if self.watcher is not None else None}
 
     # -- requests -----------------------------------------------------------------------------
     def handle(self, op: str, params: dict[str, Any]) -> Any:
@@ -185,6 +202,8 @@ class Daemon:
                     p.unlink()
                 except OSError:
                     pass
+        if self.watcher is not None:
+            self.watcher.stop()
         log.info("ctx-lsp daemon exiting after %d requests", self.requests)
         return 0
 
@@ -256,8 +275,8 @@ class _Handler(socketserver.StreamRequestHandler):
             pass  # the caller went away
 
 
-def run(root: Path, cache_dir: Path, flt: FileFilter, idle_timeout: float = IDLE_TIMEOUT_S) -> int:
+def run(root: Path, cache_dir: Path, flt: FileFilter, idle_timeout: float = IDLE_TIMEOUT_S, watch: bool = True) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s ctx-lsp daemon: %(message)s")
     # the pools refresh starts run beside the request threads; those import these lazily
-    prepare_threaded_process("ctx_lsp.mcp.bridge", "ctx_lsp.retrieval.engine", "ctx_lsp.retrieval.render")
-    return Daemon(root, cache_dir, flt, idle_timeout).serve()
+    prepare_threaded_process("ctx_lsp.mcp.bridge", "ctx_lsp.retrieval.engine", "ctx_lsp.retrieval.render", "watchfiles")
+    return Daemon(root, cache_dir, flt, idle_timeout, watch).serve()

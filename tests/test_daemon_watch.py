@@ -1,0 +1,86 @@
+"""The daemon's file watcher (ctx_lsp/daemon/watch.py) on a real directory, with inotify."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ctx_lsp.daemon.watch import TreeWatcher, relevant
+
+
+def py_only(rel: str) -> bool:
+    return rel.endswith(".py")
+
+
+def test_relevant_keeps_indexed_files_and_possible_directories_only() -> None:
+    assert relevant("pkg/mod.py", py_only)
+    assert relevant("pkg", py_only)  # a directory removed or renamed reports only itself
+    assert not relevant("README.md", py_only)
+    assert not relevant("pkg/__pycache__/mod.cpython-311.pyc", py_only)
+    assert not relevant(".git/index", py_only)
+    assert not relevant("node_modules/x/index.py", py_only)
+    assert not relevant("pkg/.mod.py.swp", py_only)
+    assert not relevant("../outside.py", py_only)
+
+
+def wait_for(cond: Callable[[], bool], limit: float = 20.0) -> bool:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_burst_of_changes_is_one_refresh_after_it_settles_and_other_files_start_none(tmp_path: Path) -> None:
+    root, cache = tmp_path / "ws", tmp_path / "ws" / ".cache"
+    (root / "pkg").mkdir(parents=True)
+    cache.mkdir()
+    calls: list[float] = []
+    w = TreeWatcher(root, py_only, lambda: calls.append(time.monotonic()) or ["x"], ignore=[cache], quiet_ms=300)
+    w.start()
+    try:
+        assert wait_for(lambda: w.state()["watching"])
+        (root / "notes.txt").write_text("x")
+        (cache / "index.py").write_text("x")  # the cache directory never counts, even inside the root
+        time.sleep(1.0)
+        assert calls == [] and w.state()["events"] == 0
+        t0 = time.monotonic()
+        for i in range(20):  # a checkout writing files in a burst
+            (root / "pkg" / f"m{i}.py").write_text(f"X = {i}\n")
+            time.sleep(0.01)
+        assert wait_for(lambda: w.state()["refreshes"] >= 1)
+        time.sleep(1.0)
+        state = w.state()
+        assert state["refreshes"] == 1 and len(calls) == 1, state  # one refresh for the whole burst
+        assert calls[0] - t0 >= 0.3  # only once the burst was quiet for quiet_ms
+        assert state["last"]["changed"] == 1 and state["events"] >= 20 and not state["pending"]
+    finally:
+        w.stop()
+    assert not w.state()["watching"]
+
+
+def test_a_failing_refresh_is_recorded_and_the_watcher_goes_on(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    outcomes = iter([RuntimeError("index locked"), None])
+
+    def on_change() -> list[str]:
+        exc = next(outcomes)
+        if exc is not None:
+            raise exc
+        return []
+
+    w = TreeWatcher(root, py_only, on_change)
+    w.start()
+    try:
+        assert wait_for(lambda: w.state()["watching"])
+        (root / "a.py").write_text("A = 1\n")
+        assert wait_for(lambda: w.state()["error"] is not None)
+        assert "index locked" in w.state()["error"] and not w.state()["pending"]
+        (root / "b.py").write_text("B = 1\n")
+        assert wait_for(lambda: w.state()["refreshes"] == 1)
+        assert w.state()["watching"]
+    finally:
+        w.stop()
