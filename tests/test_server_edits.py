@@ -89,6 +89,82 @@ async def test_watched_file_changes_update_the_graph(client: LanguageClient) -> 
     assert st["files"] == 4
 
 
+async def eventually(check: Any, limit: float = 30.0) -> Any:
+    """Poll the async `check` until it returns something truthy (changes on disk arrive by themselves)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    while True:
+        got = await check()
+        if got or loop.time() > deadline:
+            return got
+        await asyncio.sleep(0.1)
+
+
+async def test_a_client_that_cannot_watch_files_gets_changes_made_outside_the_editor(client: LanguageClient) -> None:
+    """Neovim on Linux has no dynamic didChangeWatchedFiles: the server watches the folder itself. A file
+    written by another program, a burst of new modules (a checkout), a renamed and a removed package
+    all reach the graph with no notification from the client. VS Code watches for us: no own watcher."""
+    ws = client.ws  # type: ignore[attr-defined]
+    own = client.profile == "neovim"  # type: ignore[attr-defined]
+
+    async def status() -> dict:
+        return await command(client, "ctx.indexStatus")
+
+    watching = await eventually(lambda: _watching(client)) if own else (await status())["folders"][0]["watching"]
+    assert watching is own
+    if not own:
+        return
+    refund = await prepare_call(client, "shop/service.py", "refund", line=15)
+    (ws / "shop/extra.py").write_text("from shop.service import refund\n\n\ndef bulk(items):\n"
+                                      "    return [refund(i) for i in items]\n", encoding="utf-8")
+
+    async def bulk_calls() -> bool:
+        return set(await callers(client, refund)) == {"bulk"}
+
+    assert await eventually(bulk_calls)
+    # a checkout: 20 modules in a new package at once (one refresh), then the package renamed, then removed
+    (ws / "loyalty").mkdir()
+    for i in range(20):
+        (ws / "loyalty" / f"tier{i}.py").write_text(f"from shop.service import refund\n\n\ndef tier{i}(x):\n"
+                                                    f"    return refund(x)\n", encoding="utf-8")
+
+    async def files(n: int) -> bool:
+        return (await status())["files"] == n
+
+    assert await eventually(lambda: files(25))
+    assert len(await callers(client, refund)) == 21
+    (ws / "loyalty").rename(ws / "tiers")  # inotify reports the directory alone
+
+    async def moved() -> bool:
+        hits = await client.workspace_symbol_async(types.WorkspaceSymbolParams(query="tier7"))
+        return any(h.location.uri.endswith("/tiers/tier7.py") for h in hits or [])  # type: ignore[union-attr]
+
+    assert await eventually(moved)
+    assert (await status())["files"] == 25
+    (ws / "few").mkdir()
+    for i in range(2):  # below the batch size: reloaded file by file, the directory expanded
+        (ws / "few" / f"m{i}.py").write_text(f"def few{i}():\n    return {i}\n", encoding="utf-8")
+    assert await eventually(lambda: files(27))
+    (ws / "few").rename(ws / "some")
+
+    async def few_moved() -> bool:
+        hits = await client.workspace_symbol_async(types.WorkspaceSymbolParams(query="few1"))
+        return [h.location.uri.rsplit("/", 2)[-2] for h in hits or []] == ["some"]  # type: ignore[union-attr]
+
+    assert await eventually(few_moved)
+    assert (await status())["files"] == 27
+    import shutil
+
+    shutil.rmtree(ws / "tiers")
+    shutil.rmtree(ws / "some")
+    assert await eventually(lambda: files(5))
+    assert set(await callers(client, refund)) == {"bulk"}
+
+
+async def _watching(client: LanguageClient) -> bool:
+    return bool((await command(client, "ctx.indexStatus"))["folders"][0]["watching"])
+
+
 async def test_index_updated_notification_after_an_edit(client: LanguageClient) -> None:
     ws = client.ws  # type: ignore[attr-defined]
     seen = len(client.index_updates)  # type: ignore[attr-defined]

@@ -67,3 +67,6 @@ def test_neovim_runs_get_context_and_incoming_calls(tmp_path: Path) -> None:
         {"start": {"line": got["cursor"]["line"], "character": start},
          "end": {"line": got["cursor"]["line"], "character": start + len("open_inventory")}}]}]
     assert list((tmp_path / "cache").glob("*/index.msgpack"))
+    # a file written outside Neovim reached the index through the server's own watcher
+    assert got["external"] is True and got["external_status"]["watching"] is True
+    assert got["external_status"]["files"] == 5

@@ -23,9 +23,9 @@ from typing import Any
 
 from ctx_lsp import __version__
 from ctx_lsp.daemon.client import INFO_NAME, PROTOCOL, build_id, identity, private_dir, socket_path
-from ctx_lsp.daemon.watch import TreeWatcher
 from ctx_lsp.engine import Engine, TargetNotFound
 from ctx_lsp.index.discovery import FileFilter
+from ctx_lsp.index.watch import TreeWatcher
 from ctx_lsp.index.workspace import prepare_threaded_process
 
 log = logging.getLogger(__name__)
@@ -78,9 +78,10 @@ class Daemon:
         if self.watcher is not None and not self.failed:
             self.watcher.start()  # after the open: a change during it is found by the next refresh
 
-    def _background_refresh(self) -> list[str]:
-        """A settled batch of changes on disk: the refresh the next request would make, done now.
-        Not a request: it neither resets the idle clock nor counts as one."""
+    def _background_refresh(self, _rels: list[str]) -> list[str]:
+        """A settled batch of changes on disk: the refresh the next request would make, done now (the
+        whole tree, by size and mtime: the batch only says when). Not a request: it neither resets
+        the idle clock nor counts as one."""
         with self.engine.lock:
             return self.engine.refresh()
 

@@ -31,6 +31,10 @@ class IndexingCancelled(Exception):
     """Raised from the progress callback when the user cancelled indexing."""
 
 
+# A batch of at least this many files changed on disk is applied as one refresh (see Root.apply)
+REFRESH_AT = 16
+
+
 @dataclass
 class Root:
     name: str
@@ -49,6 +53,7 @@ class Root:
     refine_again: bool = False
     embed_task: asyncio.Task[None] | None = None  # the dense generator's embedding (server/embedding.py)
     embed_again: bool = False
+    watcher: Any = None  # ctx_lsp.index.watch.TreeWatcher when the server watches the folder itself
     buffers: dict[str, str] = field(default_factory=dict)  # rel -> text of the buffers folded into the graph
     _waiting: int = 0
     # changes taken from `pending` (in message order) and not yet applied; drained under the lock
@@ -115,9 +120,15 @@ class Root:
         return sum(self.apply(changes, notes) for changes, notes in batches)
 
     def apply(self, changes: list[tuple[str, str, str | None]], notes: list[tuple[str, str]]) -> int:
-        """Fold (rel, BUFFER|DISK, text) changes into the graph. Returns the number of files changed."""
+        """Fold (rel, BUFFER|DISK, text) changes into the graph. Returns the number of files changed.
+
+        A DISK change to a path the index does not accept is a directory the watcher reported alone
+        (renamed or removed): it stands for the files indexed under it and those on disk there now.
+        Many files changed on disk at once (a checkout) are one `refresh`, which extracts and binds
+        them together, not one update each; files held as editor overlays are reloaded one by one."""
         ix = self.engine.index
         n = 0
+        disk: list[str] = []
         for rel, source, text in changes:
             if source == BUFFER and text is not None:
                 ix.update_file(rel, text, overlay=True)  # over the size limit: skipped with the reason
@@ -125,15 +136,44 @@ class Root:
                     self.buffers[rel] = text
                 else:
                     self.buffers.pop(rel, None)
+                n += 1
+            elif ix.accepts(rel):
+                disk.append(rel)
             else:
+                disk.extend(self._files_under(rel))
+        disk = list(dict.fromkeys(disk))  # a file and its directory may both be in one batch
+        overlays = [rel for rel in disk if (st := ix.state.get(rel)) is not None and st.overlay]
+        if len(disk) - len(overlays) >= REFRESH_AT:
+            for rel in overlays:
+                self.buffers.pop(rel, None)
+                ix.reload_file(rel)
+            for rel in disk:
+                self.buffers.pop(rel, None)
+            n += len(overlays) + len(ix.refresh())
+        else:
+            for rel in disk:
                 self.buffers.pop(rel, None)
                 ix.reload_file(rel)  # regular files inside the root only (discovery.read_source)
-            n += 1
+                n += 1
         for kind, rel in notes:
             hook = getattr(self.engine, "note_open" if kind == "open" else "note_edit", None)
             if hook is not None:  # working memory lands with the retrieval engine
                 hook(rel)
         return n
+
+
+    def _files_under(self, rel: str) -> list[str]:
+        """The files indexed under directory `rel` and the files the index would take there on disk now."""
+        ix = self.engine.index
+        prefix = rel.rstrip("/") + "/"
+        found = {p for p in ix.facts if p.startswith(prefix)}
+        top = self.path / rel
+        if top.is_dir() and not top.is_symlink():
+            for p in top.rglob("*.py"):
+                r = p.relative_to(self.path).as_posix()
+                if ix.accepts(r):
+                    found.add(r)
+        return sorted(found)
 
 
 def source_of(root: Root) -> Any:

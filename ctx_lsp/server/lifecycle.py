@@ -41,6 +41,7 @@ def register(server: CtxLanguageServer) -> None:
             ls.log_message("ctx-lsp: no workspace folder: nothing to index", types.MessageType.Warning)
         await _register_dynamic(ls)
         for root in ls.roots:
+            ls.watch_folder(root)
             ls.start_indexing(root)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -60,10 +61,12 @@ def register(server: CtxLanguageServer) -> None:
             p = uri_to_path(f.uri)
             for r in [r for r in ls.roots if p is not None and r.path == p.resolve()]:
                 r.cancel.set()
+                ls.stop_watching(r)
                 ls.roots.remove(r)
         for f in params.event.added or []:
             root = ls.add_root(f.uri, f.name)
             if root is not None:
+                ls.watch_folder(root)
                 ls.start_indexing(root)
 
     def note(ls: CtxLanguageServer, uri: str, source: str, memory: str | None) -> None:
@@ -106,16 +109,20 @@ def register(server: CtxLanguageServer) -> None:
     async def shutdown(ls: CtxLanguageServer, *args: Any) -> None:
         for root in ls.roots:
             root.cancel.set()  # indexing and jedi refinement stop at their next file or batch
+            ls.stop_watching(root)
         tasks = [t for r in ls.roots for t in (r.task, r.refine_task, r.embed_task) if t is not None and not t.done()]
         if tasks:
             await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_S)
 
 
 async def _register_dynamic(ls: CtxLanguageServer) -> None:
-    """File watchers for **/*.py and configuration change notifications, where the client allows it."""
+    """File watchers for **/*.py and configuration change notifications, where the client allows it.
+    A client that cannot watch files for us (Neovim on Linux) gets the server's own watcher instead."""
     ws = ls.client_capabilities.workspace
     regs: list[types.Registration] = []
-    if ws is not None and ws.did_change_watched_files is not None and ws.did_change_watched_files.dynamic_registration:
+    ls.watch_disk = not (ws is not None and ws.did_change_watched_files is not None
+                         and ws.did_change_watched_files.dynamic_registration)
+    if not ls.watch_disk:
         regs.append(types.Registration(
             id="ctx-lsp-watch-py", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
             register_options=types.DidChangeWatchedFilesRegistrationOptions(

@@ -131,6 +131,9 @@ class CtxLanguageServer(LanguageServer):
         self._updated_handle: asyncio.TimerHandle | None = None
         # set once `initialized` has created the folders: requests wait for it rather than see no folders
         self.setup_done = asyncio.Event()
+        # True when the client cannot send workspace/didChangeWatchedFiles (no dynamic registration):
+        # then each folder is watched here (`watch_folder`), so changes made outside the editor arrive
+        self.watch_disk = False
         # fault injection for the robustness tests: a method name whose handler raises
         self.fault = os.environ.get("CTX_LSP_TEST_FAULT", "")
         # slows each retrieval checkpoint so the tests can cancel a request mid-way
@@ -272,6 +275,38 @@ class CtxLanguageServer(LanguageServer):
     def schedule_flush(self, root: Root) -> None:
         self.debounce(str(root.path), self.options.debounce_ms / 1000, lambda: self.spawn(self.flush(root)))
 
+    # -- changes on disk -------------------------------------------------------------------------
+    def watch_folder(self, root: Root) -> None:
+        """Watch the folder for changes made outside the editor, when the client does not (`watch_disk`)."""
+        if not self.watch_disk or root.watcher is not None:
+            return
+        from ctx_lsp.index.watch import TreeWatcher
+
+        loop = asyncio.get_running_loop()
+
+        def on_change(rels: list[str]) -> None:  # the watcher's thread: hand the batch to the loop
+            loop.call_soon_threadsafe(self.disk_changed, root, rels)
+
+        root.watcher = TreeWatcher(root.path, lambda rel: root.engine.index.accepts(rel), on_change,
+                                   ignore=[root.engine.index.cache_dir])
+        root.watcher.start()
+
+    def disk_changed(self, root: Root, rels: list[str]) -> None:
+        """A settled batch from the folder's watcher: each path not open in the editor (the buffer wins)
+        is read again from the disk; a directory is expanded when the batch is applied (Root.apply)."""
+        if root not in self.roots:
+            return
+        opened = {rel_in(root.path, p) for u in self.workspace.text_documents if (p := uri_to_path(u)) is not None}
+        for rel in rels:
+            if rel not in opened:
+                root.pending[rel] = DISK
+        self.schedule_flush(root)
+
+    def stop_watching(self, root: Root) -> None:
+        if root.watcher is not None:
+            root.watcher.stop(timeout=1.0)
+            root.watcher = None
+
     # -- ctx/indexUpdated -----------------------------------------------------------------------
     def schedule_index_updated(self) -> None:
         if self._updated_handle is not None:
@@ -302,7 +337,9 @@ class CtxLanguageServer(LanguageServer):
             # has finished since: "not indexing" must never come with a partial folder's counts
             state = before if was_indexing else root.state
             busy = busy or was_indexing or root.indexing
-            st.update({"name": root.name, "uri": root.uri, "state": state, "error": root.error})
+            st.update({"name": root.name, "uri": root.uri, "state": state, "error": root.error,
+                       # the server's own file watcher runs (only for clients that cannot watch files)
+                       "watching": bool(root.watcher is not None and root.watcher.state()["watching"])})
             folders.append(st)
         edges: dict[str, int] = {}
         for f in folders:
@@ -328,7 +365,7 @@ class CtxLanguageServer(LanguageServer):
             "indexing": indexing,
             "refinement": refinement,
             "last_update": max(updates) if updates else None,
-            "folders": [{k: f.get(k) for k in ("name", "uri", "root", "state", "error", "files", "nodes", "dense")}
+            "folders": [{k: f.get(k) for k in ("name", "uri", "root", "state", "error", "files", "nodes", "dense", "watching")}
                         for f in folders],
         }
 

@@ -85,6 +85,25 @@ local ok, err = pcall(function()
   for _, c in ipairs(calls.result or {}) do
     table.insert(result.incoming, { name = c.from.name, ranges = c.fromRanges })
   end
+
+  -- a file written by another program (a terminal, an agent): Neovim on Linux sends no
+  -- workspace/didChangeWatchedFiles, so only the server's own watcher can bring it in
+  local ext = vim.fs.joinpath(vim.fs.dirname(assert(os.getenv('CTX_NVIM_FILE'))), 'external_audit.py')
+  local f = assert(io.open(ext, 'w'))
+  f:write('from shop.service import checkout\n\n\ndef external_audit(cart):\n    return checkout(cart)\n')
+  f:close()
+  result.external = false
+  local deadline = vim.uv.now() + 20000
+  while vim.uv.now() < deadline do  -- not vim.wait(cond): request_sync inside it waits past its timeout
+    local resp = client:request_sync('workspace/symbol', { query = 'external_audit' }, 5000, bufnr)
+    if resp ~= nil and resp.result ~= nil and #resp.result > 0 then
+      result.external = true
+      break
+    end
+    vim.wait(200)
+    vim.uv.update_time()
+  end
+  result.external_status = exec('ctx.indexStatus', {}).folders[1]
   finish()
 end)
 if not ok then fail(tostring(err)) end

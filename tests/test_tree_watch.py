@@ -1,4 +1,4 @@
-"""The daemon's file watcher (ctx_lsp/daemon/watch.py) on a real directory, with inotify."""
+"""The daemon's file watcher (ctx_lsp/index/watch.py) on a real directory, with inotify."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ctx_lsp.daemon.watch import TreeWatcher, relevant
+from ctx_lsp.index.watch import TreeWatcher, relevant
 
 
 def py_only(rel: str) -> bool:
@@ -38,7 +38,14 @@ def test_a_burst_of_changes_is_one_refresh_after_it_settles_and_other_files_star
     (root / "pkg").mkdir(parents=True)
     cache.mkdir()
     calls: list[float] = []
-    w = TreeWatcher(root, py_only, lambda: calls.append(time.monotonic()) or ["x"], ignore=[cache], quiet_ms=300)
+    seen: list[list[str]] = []
+
+    def on_change(rels: list[str]) -> list[str]:
+        calls.append(time.monotonic())
+        seen.append(rels)
+        return ["x"]
+
+    w = TreeWatcher(root, py_only, on_change, ignore=[cache], quiet_ms=300)
     w.start()
     try:
         assert wait_for(lambda: w.state()["watching"])
@@ -56,6 +63,7 @@ def test_a_burst_of_changes_is_one_refresh_after_it_settles_and_other_files_star
         assert state["refreshes"] == 1 and len(calls) == 1, state  # one refresh for the whole burst
         assert calls[0] - t0 >= 0.3  # only once the burst was quiet for quiet_ms
         assert state["last"]["changed"] == 1 and state["events"] >= 20 and not state["pending"]
+        assert seen == [[f"pkg/m{i}.py" for i in sorted(range(20), key=str)]]  # the batch's files, once each
     finally:
         w.stop()
     assert not w.state()["watching"]
@@ -66,7 +74,7 @@ def test_a_failing_refresh_is_recorded_and_the_watcher_goes_on(tmp_path: Path) -
     root.mkdir()
     outcomes = iter([RuntimeError("index locked"), None])
 
-    def on_change() -> list[str]:
+    def on_change(_rels: list[str]) -> list[str]:
         exc = next(outcomes)
         if exc is not None:
             raise exc

@@ -1,12 +1,14 @@
-"""The daemon's file watcher: refresh the index in the background when indexed files change on disk.
+"""A file watcher over a workspace: tell the owner, once a burst of changes to indexed files settles.
 
-Why: after a `git checkout` or `git pull` the next one-shot call would pay the whole update (seconds on
-Django). Watching the tree starts that update as soon as the files settle, so a call that comes after it
-answers at warm speed. The watcher only decides *when* to refresh; every request still refreshes first
-(size/mtime, then content), so a missed or spurious event costs time, never a wrong answer.
+Why: changes made outside an editor (a `git checkout`, a `git pull`, an agent writing files) reach the
+index only when someone looks. The daemon (`ctx_lsp/daemon/server.py`) refreshes in the background on
+each batch, so the call after a checkout answers at warm speed; the language server watches only when
+its client cannot (`workspace/didChangeWatchedFiles` without dynamic registration: Neovim on Linux).
+The daemon's requests still refresh first (size/mtime, then content), so there a missed or spurious
+event costs time, never a wrong answer.
 
 inotify/FSEvents through `watchfiles` (Rust `notify`). A tree it cannot watch (no inotify watches left,
-a file system without events) leaves the daemon as it was without a watcher: it logs why and goes on.
+a file system without events) leaves the owner as it was without a watcher: it logs why and goes on.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 from ctx_lsp.index.discovery import SKIP_DIRS
 
 log = logging.getLogger(__name__)
+logging.getLogger("watchfiles").setLevel(logging.WARNING)  # it logs every batch at INFO
 
 QUIET_MS = 200  # a batch ends once no event came for this long (a checkout writes its files in a burst)
 MAX_BATCH_MS = 1600  # ... or after this long, so a stream of writes still refreshes now and then
@@ -43,14 +46,15 @@ def relevant(rel: str, accepts: Callable[[str], bool]) -> bool:
 
 
 class TreeWatcher:
-    """Watch `root` in a thread; after each settled batch of relevant events, call `on_change()`.
+    """Watch `root` in a thread; after each settled batch of relevant events, call `on_change(rels)`
+    with the batch's workspace-relative paths (sorted; a directory's path when only it was reported).
 
     `ignore`: directories whose events never count (the cache directory when it lies inside the root).
     `state()` says what it did, for `ctx-lsp daemon status`; "watching" turns true once the watches
     are set (a change before that is found by the next request's own refresh).
     """
 
-    def __init__(self, root: Path, accepts: Callable[[str], bool], on_change: Callable[[], Any],
+    def __init__(self, root: Path, accepts: Callable[[str], bool], on_change: Callable[[list[str]], Any],
                  ignore: Iterable[Path] = (), quiet_ms: int = QUIET_MS, max_batch_ms: int = MAX_BATCH_MS) -> None:
         self.root = root
         self.accepts = accepts
@@ -72,7 +76,7 @@ class TreeWatcher:
             self._state.update(kw)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="ctx-lsp-daemon-watch", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="ctx-lsp-watch", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -80,15 +84,18 @@ class TreeWatcher:
         if self._thread is not None:
             self._thread.join(timeout)
 
+    def _rel(self, path: str) -> str | None:
+        try:
+            return Path(path).relative_to(self.root).as_posix()
+        except ValueError:
+            return None
+
     def _keep(self, path: str) -> bool:
         real = os.path.realpath(path)
         if any(real.startswith(d) or real + os.sep == d for d in self.ignore):
             return False
-        try:
-            rel = Path(path).relative_to(self.root).as_posix()
-        except ValueError:
-            return False
-        return relevant(rel, self.accepts)
+        rel = self._rel(path)
+        return rel is not None and relevant(rel, self.accepts)
 
     def _run(self) -> None:
         try:
@@ -111,17 +118,17 @@ class TreeWatcher:
                         log.info("watching %s for changes", root)
                     continue
                 self._set(watching=True, pending=True, events=self.state()["events"] + len(batch))
-                self._refresh(len(batch))
+                self._refresh(sorted({r for _, path in batch if (r := self._rel(path)) is not None}), len(batch))
         except Exception as exc:  # no inotify watches left, a vanished root, ...: serve without watching
             self._set(watching=False, pending=False, error=f"{type(exc).__name__}: {exc}")
             log.warning("stopped watching %s: %s", root, exc)
             return
         self._set(watching=False)
 
-    def _refresh(self, events: int) -> None:
+    def _refresh(self, rels: list[str], events: int) -> None:
         t = time.perf_counter()
         try:
-            changed = self.on_change()
+            changed = self.on_change(rels)
         except Exception as exc:  # the next request refreshes (and reports) on its own
             log.exception("background refresh failed")
             self._set(pending=False, error=f"{type(exc).__name__}: {exc}")
