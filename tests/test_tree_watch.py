@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ctx_lsp.index.watch import TreeWatcher, relevant
+from ctx_lsp.index.watch import EVERYTHING, TreeWatcher, relevant
 
 
 def py_only(rel: str) -> bool:
     return rel.endswith(".py")
 
 
-def test_relevant_keeps_indexed_files_and_possible_directories_only() -> None:
+def test_relevant_keeps_indexed_files_and_directories_only() -> None:
     assert relevant("pkg/mod.py", py_only)
-    assert relevant("pkg", py_only)  # a directory removed or renamed reports only itself
+    assert relevant("pkg", py_only, is_dir=True)  # a directory removed or renamed reports only itself
+    assert relevant("my.pkg", py_only, is_dir=True) and not relevant("my.pkg", py_only)
+    assert not relevant("pkg/__pycache__", py_only, is_dir=True) and not relevant("build", py_only, is_dir=True)
     assert not relevant("README.md", py_only)
     assert not relevant("pkg/__pycache__/mod.cpython-311.pyc", py_only)
     assert not relevant(".git/index", py_only)
@@ -36,6 +39,7 @@ def wait_for(cond: Callable[[], bool], limit: float = 20.0) -> bool:
 def test_a_burst_of_changes_is_one_refresh_after_it_settles_and_other_files_start_none(tmp_path: Path) -> None:
     root, cache = tmp_path / "ws", tmp_path / "ws" / ".cache"
     (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "old.py").write_text("OLD = 1\n")
     cache.mkdir()
     calls: list[float] = []
     seen: list[list[str]] = []
@@ -51,6 +55,8 @@ def test_a_burst_of_changes_is_one_refresh_after_it_settles_and_other_files_star
         assert wait_for(lambda: w.state()["watching"])
         (root / "notes.txt").write_text("x")
         (cache / "index.py").write_text("x")  # the cache directory never counts, even inside the root
+        (root / "pkg" / "old.py").read_text()  # reading and listing (what discovery does) raise nothing
+        os.listdir(root / "pkg")
         time.sleep(1.0)
         assert calls == [] and w.state()["events"] == 0
         t0 = time.monotonic()
@@ -64,6 +70,11 @@ def test_a_burst_of_changes_is_one_refresh_after_it_settles_and_other_files_star
         assert calls[0] - t0 >= 0.3  # only once the burst was quiet for quiet_ms
         assert state["last"]["changed"] == 1 and state["events"] >= 20 and not state["pending"]
         assert seen == [[f"pkg/m{i}.py" for i in sorted(range(20), key=str)]]  # the batch's files, once each
+        (root / "pkg").rename(root / "lib")  # a directory moved: reported as itself, both names
+        assert wait_for(lambda: len(seen) == 2)
+        assert set(seen[1]) >= {"pkg", "lib"}, seen[1]
+        w.lost()  # the kernel dropped events: the next batch stands for the whole tree
+        assert wait_for(lambda: len(seen) == 3) and seen[2] == [EVERYTHING]
     finally:
         w.stop()
     assert not w.state()["watching"]

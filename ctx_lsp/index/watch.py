@@ -7,8 +7,11 @@ its client cannot (`workspace/didChangeWatchedFiles` without dynamic registratio
 The daemon's requests still refresh first (size/mtime, then content), so there a missed or spurious
 event costs time, never a wrong answer.
 
-inotify/FSEvents through `watchfiles` (Rust `notify`). A tree it cannot watch (no inotify watches left,
-a file system without events) leaves the owner as it was without a watcher: it logs why and goes on.
+`watchdog` (inotify on Linux, FSEvents on macOS), asked only for writes, creations, deletions and
+moves: with opens in the inotify mask every directory the index's own discovery lists raises an
+event, which cost each daemon call ~20 ms on Django (watchfiles cannot leave them out). A tree it
+cannot watch (no inotify watches left, no inotify) leaves the owner as it was without a watcher: it
+logs why and goes on.
 """
 
 from __future__ import annotations
@@ -24,55 +27,55 @@ from typing import Any
 from ctx_lsp.index.discovery import SKIP_DIRS
 
 log = logging.getLogger(__name__)
-logging.getLogger("watchfiles").setLevel(logging.WARNING)  # it logs every batch at INFO
 
 QUIET_MS = 200  # a batch ends once no event came for this long (a checkout writes its files in a burst)
 MAX_BATCH_MS = 1600  # ... or after this long, so a stream of writes still refreshes now and then
-TICK_MS = 250  # how often the watcher thread wakes when nothing happens (to learn it watches, to stop)
+EVERYTHING = "."  # in a batch: events were lost (the kernel queue overflowed), look at the whole tree
 
 
-def relevant(rel: str, accepts: Callable[[str], bool]) -> bool:
+def relevant(rel: str, accepts: Callable[[str], bool], is_dir: bool = False) -> bool:
     """Whether an event on the workspace-relative path `rel` may change the index: a file the index
-    accepts, or what may be a directory (renaming or removing one reports only the directory)."""
-    if rel in ("", ".") or rel.startswith("../"):
+    accepts, or a directory outside the skipped ones (renaming or removing one reports only it)."""
+    if rel in ("", ".") or rel == ".." or rel.startswith("../"):
         return False
     parts = rel.split("/")
     if any(p in SKIP_DIRS for p in parts[:-1]):
         return False
-    name = parts[-1]
-    if accepts(rel):
-        return True
-    return "." not in name and name not in SKIP_DIRS
+    if is_dir:
+        return parts[-1] not in SKIP_DIRS and not parts[-1].endswith(".egg-info")
+    return accepts(rel)
 
 
 class TreeWatcher:
     """Watch `root` in a thread; after each settled batch of relevant events, call `on_change(rels)`
-    with the batch's workspace-relative paths (sorted; a directory's path when only it was reported).
+    with the batch's workspace-relative paths (sorted; a directory's path when only it was reported;
+    EVERYTHING when events were lost).
 
     `ignore`: directories whose events never count (the cache directory when it lies inside the root).
-    `state()` says what it did, for `ctx-lsp daemon status`; "watching" turns true once the watches
-    are set (a change before that is found by the next request's own refresh).
+    `state()` says what it did, for `ctx-lsp daemon status` and `ctx.indexStatus`.
     """
 
     def __init__(self, root: Path, accepts: Callable[[str], bool], on_change: Callable[[list[str]], Any],
                  ignore: Iterable[Path] = (), quiet_ms: int = QUIET_MS, max_batch_ms: int = MAX_BATCH_MS) -> None:
-        self.root = root
+        self.root = Path(os.path.realpath(root))
         self.accepts = accepts
         self.on_change = on_change
         self.ignore = tuple(os.path.realpath(p) + os.sep for p in ignore)
-        self.quiet_ms, self.max_batch_ms = quiet_ms, max_batch_ms
+        self.quiet_s, self.max_batch_s = quiet_ms / 1000, max_batch_ms / 1000
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._batch: set[str] = set()  # relevant paths seen since the last hand-over
+        self._first = self._last = 0.0  # monotonic times of the batch's first and last event
         self._state: dict[str, Any] = {"watching": False, "error": None, "events": 0, "refreshes": 0,
                                        "pending": False, "last": None}
 
     def state(self) -> dict[str, Any]:
-        with self._lock:
+        with self._cond:
             return dict(self._state)
 
     def _set(self, **kw: Any) -> None:
-        with self._lock:
+        with self._cond:
             self._state.update(kw)
 
     def start(self) -> None:
@@ -81,61 +84,112 @@ class TreeWatcher:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def _rel(self, path: str) -> str | None:
-        try:
-            return Path(path).relative_to(self.root).as_posix()
-        except ValueError:
-            return None
-
-    def _keep(self, path: str) -> bool:
+    # -- events (watchdog's emitter thread) ---------------------------------------------------------
+    def offer(self, path: str, is_dir: bool) -> None:
+        """One raw event's path: kept in the batch when it may change the index."""
         real = os.path.realpath(path)
         if any(real.startswith(d) or real + os.sep == d for d in self.ignore):
-            return False
-        rel = self._rel(path)
-        return rel is not None and relevant(rel, self.accepts)
+            return
+        try:
+            rel = Path(path).relative_to(self.root).as_posix()
+        except ValueError:
+            return
+        if relevant(rel, self.accepts, is_dir):
+            self._add(rel)
 
+    def _add(self, rel: str) -> None:
+        now = time.monotonic()
+        with self._cond:
+            if not self._batch:
+                self._first = now
+            self._batch.add(rel)
+            self._last = now
+            self._state["events"] += 1
+            self._cond.notify_all()
+
+    def lost(self) -> None:
+        """The kernel dropped events: the next batch stands for the whole tree."""
+        self._add(EVERYTHING)
+
+    # -- batching (this watcher's thread) ------------------------------------------------------------
     def _run(self) -> None:
         try:
-            import watchfiles
-        except ImportError as exc:  # a broken install: run as without a watcher
-            self._set(error=f"watchfiles unavailable: {exc}")
+            observer = _observe(self)
+        except Exception as exc:  # no inotify watches left, no inotify, a vanished root: serve without
+            self._set(error=f"{type(exc).__name__}: {exc}")
             log.warning("not watching %s: %s", self.root, exc)
             return
-        root = str(self.root)
+        self._set(watching=True)
+        log.info("watching %s for changes", self.root)
         try:
-            # The filter runs on every raw event; a batch of only irrelevant ones is never yielded. The
-            # empty batch yielded when nothing happened for TICK_MS is how we learn the watches are set.
-            batches = watchfiles.watch(root, watch_filter=lambda _change, path: self._keep(path),
-                                       debounce=self.max_batch_ms, step=self.quiet_ms, stop_event=self._stop,
-                                       raise_interrupt=False, rust_timeout=TICK_MS, yield_on_timeout=True)
-            for batch in batches:
-                if not batch:
-                    if not self._state["watching"]:
-                        self._set(watching=True)
-                        log.info("watching %s for changes", root)
-                    continue
-                self._set(watching=True, pending=True, events=self.state()["events"] + len(batch))
-                self._refresh(sorted({r for _, path in batch if (r := self._rel(path)) is not None}), len(batch))
-        except Exception as exc:  # no inotify watches left, a vanished root, ...: serve without watching
-            self._set(watching=False, pending=False, error=f"{type(exc).__name__}: {exc}")
-            log.warning("stopped watching %s: %s", root, exc)
-            return
-        self._set(watching=False)
+            while (batch := self._next_batch()) is not None:
+                self._refresh(batch)
+        finally:
+            observer.stop()
+            observer.join(timeout=5.0)
+            self._set(watching=False)
 
-    def _refresh(self, rels: list[str], events: int) -> None:
+    def _next_batch(self) -> list[str] | None:
+        """Wait for events, then until they are quiet for QUIET_MS (or MAX_BATCH_MS passed); None once stopped."""
+        with self._cond:
+            while True:
+                if self._stop.is_set():
+                    return None
+                if self._batch:
+                    now = time.monotonic()
+                    due = min(self._last + self.quiet_s, self._first + self.max_batch_s)
+                    if now >= due:
+                        batch, self._batch = sorted(self._batch), set()
+                        self._state["pending"] = True
+                        return batch
+                    self._cond.wait(due - now)
+                else:
+                    self._cond.wait()
+
+    def _refresh(self, rels: list[str]) -> None:
         t = time.perf_counter()
         try:
             changed = self.on_change(rels)
         except Exception as exc:  # the next request refreshes (and reports) on its own
-            log.exception("background refresh failed")
+            log.exception("refresh after changes on disk failed")
             self._set(pending=False, error=f"{type(exc).__name__}: {exc}")
             return
         n = len(changed) if isinstance(changed, list) else None
-        with self._lock:
+        with self._cond:
             self._state["refreshes"] += 1
             self._state["pending"] = False
             self._state["last"] = {"at": round(time.time(), 3), "seconds": round(time.perf_counter() - t, 3),
-                                   "events": events, "changed": n}
+                                   "paths": len(rels), "changed": n}
+
+
+def _observe(watcher: TreeWatcher) -> Any:
+    """A started watchdog observer feeding `watcher`: recursive, asked only for the events that can
+    change a file's content or place (not opens or reads: discovery would raise one per directory)."""
+    from watchdog import events as ev
+    from watchdog.observers import Observer
+
+    wanted = [ev.FileCreatedEvent, ev.FileModifiedEvent, ev.FileDeletedEvent, ev.FileMovedEvent,
+              ev.FileClosedEvent, ev.DirCreatedEvent, ev.DirDeletedEvent, ev.DirMovedEvent]
+    lost_type = getattr(ev, "EventsLostEvent", None)  # watchdog >= 6 (an overflowed kernel queue)
+    if lost_type is not None:
+        wanted.append(lost_type)
+
+    class Handler(ev.FileSystemEventHandler):
+        def on_any_event(self, event: Any) -> None:
+            if lost_type is not None and isinstance(event, lost_type):
+                watcher.lost()
+                return
+            for path in (event.src_path, getattr(event, "dest_path", "")):
+                if path:
+                    watcher.offer(os.fsdecode(path), bool(event.is_directory))
+
+    observer = Observer()
+    observer.daemon = True
+    observer.schedule(Handler(), str(watcher.root), recursive=True, event_filter=wanted)
+    observer.start()  # the watches are set when it returns
+    return observer

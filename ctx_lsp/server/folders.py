@@ -20,6 +20,7 @@ from typing import Any
 
 from ctx_lsp.engine import Engine
 from ctx_lsp.index.discovery import FileFilter
+from ctx_lsp.index.watch import EVERYTHING
 from ctx_lsp.server.options import Options
 
 # root states
@@ -137,13 +138,14 @@ class Root:
                 else:
                     self.buffers.pop(rel, None)
                 n += 1
-            elif ix.accepts(rel):
+            elif ix.accepts(rel) or rel == EVERYTHING:
                 disk.append(rel)
             else:
                 disk.extend(self._files_under(rel))
-        disk = list(dict.fromkeys(disk))  # a file and its directory may both be in one batch
+        everything = EVERYTHING in disk  # the watcher lost events: only a whole refresh is sure
+        disk = list(dict.fromkeys(r for r in disk if r != EVERYTHING))  # a file and its directory may both be in one batch
         overlays = [rel for rel in disk if (st := ix.state.get(rel)) is not None and st.overlay]
-        if len(disk) - len(overlays) >= REFRESH_AT:
+        if everything or len(disk) - len(overlays) >= REFRESH_AT:
             for rel in overlays:
                 self.buffers.pop(rel, None)
                 ix.reload_file(rel)
