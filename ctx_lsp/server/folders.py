@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ctx_lsp.engine import Engine
-from ctx_lsp.index.discovery import FileFilter
+from ctx_lsp.index.discovery import SKIP_DIRS, FileFilter
 from ctx_lsp.index.watch import EVERYTHING
 from ctx_lsp.server.options import Options
 
@@ -163,7 +164,6 @@ class Root:
                 hook(rel)
         return n
 
-
     def _files_under(self, rel: str) -> list[str]:
         """The files indexed under directory `rel` and the files the index would take there on disk now."""
         ix = self.engine.index
@@ -171,10 +171,10 @@ class Root:
         found = {p for p in ix.facts if p.startswith(prefix)}
         top = self.path / rel
         if top.is_dir() and not top.is_symlink():
-            for p in top.rglob("*.py"):
-                r = p.relative_to(self.path).as_posix()
-                if ix.accepts(r):
-                    found.add(r)
+            for d, dirs, names in os.walk(top):  # symlinked directories are not followed
+                dirs[:] = [x for x in dirs if x not in SKIP_DIRS]
+                base = Path(d).relative_to(self.path).as_posix()
+                found.update(r for n in names if n.endswith(".py") and ix.accepts(r := f"{base}/{n}"))
         return sorted(found)
 
 
