@@ -103,3 +103,12 @@ def test_a_failing_refresh_is_recorded_and_the_watcher_goes_on(tmp_path: Path) -
         assert w.state()["watching"]
     finally:
         w.stop()
+
+
+def test_a_tree_that_cannot_be_watched_is_reported_and_left_alone(tmp_path: Path) -> None:
+    w = TreeWatcher(tmp_path / "gone", py_only, lambda rels: [])  # no such directory: nothing to watch
+    w.start()
+    assert wait_for(lambda: w.state()["error"] is not None)
+    state = w.state()
+    assert not state["watching"] and state["refreshes"] == 0, state
+    w.stop()

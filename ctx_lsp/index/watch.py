@@ -190,6 +190,10 @@ def _observe(watcher: TreeWatcher) -> Any:
 
     observer = Observer()
     observer.daemon = True
-    observer.schedule(Handler(), str(watcher.root), recursive=True, event_filter=wanted)
-    observer.start()  # the watches are set when it returns
+    try:
+        observer.schedule(Handler(), str(watcher.root), recursive=True, event_filter=wanted)
+        observer.start()  # the watches are set when it returns
+    except BaseException:
+        observer.stop()  # give back the inotify instance and the watches set before the failure
+        raise
     return observer
