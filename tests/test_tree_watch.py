@@ -112,3 +112,23 @@ def test_a_tree_that_cannot_be_watched_is_reported_and_left_alone(tmp_path: Path
     state = w.state()
     assert not state["watching"] and state["refreshes"] == 0, state
     w.stop()
+
+
+def test_an_in_process_mcp_bridge_re_indexes_changes_on_disk_before_any_tool_call(tmp_path: Path) -> None:
+    from ctx_lsp.engine import Engine
+    from ctx_lsp.mcp.bridge import Bridge
+
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text("def a():\n    return 1\n")
+    bridge = Bridge(Engine(root, cache_dir=tmp_path / "cache"))
+    bridge.warm_up()
+    try:
+        assert wait_for(lambda: bridge.watcher is not None and bridge.watcher.state()["watching"])
+        (root / "pkg" / "b.py").write_text("from pkg.a import a\n\n\ndef b():\n    return a()\n")
+        assert wait_for(lambda: bridge.watcher.state()["refreshes"] == 1)
+        assert "pkg/b.py" in bridge.engine.index.facts  # no tool call was made
+        assert any(e.src == "pkg/b.py::b" and e.dst == "pkg/a.py::a" for e in bridge.engine.index.graph.edges())
+    finally:
+        if bridge.watcher is not None:
+            bridge.watcher.stop()

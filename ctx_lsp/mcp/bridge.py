@@ -55,15 +55,25 @@ class Bridge:
         self.engine = engine
         self.root = engine.root.resolve()
         self._warm: threading.Thread | None = None
+        self.watcher: Any = None
 
     def warm_up(self) -> None:
-        """Open the index off the request path; the first tool call waits on the engine lock if needed."""
+        """Open the index off the request path; the first tool call waits on the engine lock if needed.
+        Then watch the tree: an agent's `git checkout` or a batch of its edits is re-indexed in the
+        background once it settles, so the next tool call's own refresh finds little left to do."""
 
         def run() -> None:
             try:
                 self.engine.open()
             except Exception:  # the next tool call retries (refresh opens) and reports the error
                 log.exception("opening the index failed")
+                return
+            from ctx_lsp.index.watch import TreeWatcher
+
+            ix = self.engine.index
+            self.watcher = TreeWatcher(self.root, ix.accepts, lambda _rels: self.engine.refresh(),
+                                       ignore=[ix.cache_dir])
+            self.watcher.start()
 
         self._warm = threading.Thread(target=run, name="ctx-lsp-mcp-open", daemon=True)
         self._warm.start()
