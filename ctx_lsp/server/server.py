@@ -304,7 +304,7 @@ class CtxLanguageServer(LanguageServer):
 
     def stop_watching(self, root: Root) -> None:
         if root.watcher is not None:
-            root.watcher.stop(timeout=1.0)
+            root.watcher.stop(timeout=0)  # on the event loop: ask it to stop, never wait for it here
             root.watcher = None
 
     # -- ctx/indexUpdated -----------------------------------------------------------------------
