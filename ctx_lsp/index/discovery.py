@@ -54,7 +54,8 @@ def compile_patterns(lines: Iterable[str], *, strict: bool) -> pathspec.PathSpec
 
 @dataclass
 class Discovery:
-    files: dict[str, Path] = field(default_factory=dict)  # workspace-relative POSIX path -> absolute path
+    # workspace-relative POSIX path -> absolute path (a str: a Path per file cost 7 ms of a Django listing)
+    files: dict[str, str] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     stats: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (size, mtime_ns) when listed
 
@@ -107,6 +108,8 @@ def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
         except OSError as exc:
             out.skipped.append((dirpath[cut:], f"unreadable directory: {exc.strerror}"))
             continue
+        if dirpath != root_s and any(e.name == "pyvenv.cfg" for e in entries):
+            continue  # a virtual environment under another name (seen in its own listing: no stat per directory)
         if any(e.name == ".gitignore" for e in entries):  # its patterns apply to this directory's entries
             rel_dir = dirpath[cut:]
             ignore = _gitignore(root, rel_dir)
@@ -124,8 +127,6 @@ def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
             if is_dir:
                 if entry.name in SKIP_DIRS or entry.name.endswith(".egg-info"):
                     continue
-                if os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
-                    continue  # a virtual environment under another name
                 if _ignored(specs, rel + "/"):
                     continue
                 if exclude is not None and exclude.match_file(rel + "/"):
@@ -169,7 +170,7 @@ def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
                     continue
             found.append((rel, entry.path, listed))
     for rel, path, listed in sorted(found):
-        out.files[rel] = Path(path)
+        out.files[rel] = path
         if listed is not None:
             out.stats[rel] = listed
     return out

@@ -351,12 +351,12 @@ def nodes_of(facts: FileFacts) -> list[Node]:
     return nodes
 
 
-def _bytes_at_least(files: dict[str, Path], paths: list[str], limit: int) -> bool:
+def _bytes_at_least(files: dict[str, str], paths: list[str], limit: int) -> bool:
     """Whether `paths` hold at least `limit` bytes (stat only, stopping once reached)."""
     total = 0
     for rel in paths:
         try:
-            total += files[rel].stat().st_size
+            total += os.stat(files[rel]).st_size
         except (OSError, KeyError):
             continue
         if total >= limit:
@@ -658,7 +658,7 @@ class WorkspaceIndex:
             self.state[rel] = FileState(read.size, read.mtime_ns, f.digest)
         return rest
 
-    def _extract_many(self, todo: list[str], files: dict[str, Path], progress: Progress | None) -> dict[str, FileFacts]:
+    def _extract_many(self, todo: list[str], files: dict[str, str], progress: Progress | None) -> dict[str, FileFacts]:
         global _OLD_FACTS, _WANT_INTERFACES
         out: dict[str, FileFacts] = {}
         todo = self._reuse_known(todo, out)
@@ -670,7 +670,7 @@ class WorkspaceIndex:
             _OLD_FACTS, _WANT_INTERFACES = {}, True
         return out
 
-    def _extract_into(self, todo: list[str], files: dict[str, Path], progress: Progress | None,
+    def _extract_into(self, todo: list[str], files: dict[str, str], progress: Progress | None,
                       out: dict[str, FileFacts]) -> None:
         root = str(self.root)
         items = [(root, rel, self.filter.max_bytes) for rel in todo]
