@@ -21,7 +21,7 @@ from ctx_lsp.index.model import Edge, EdgeKind, Node
 from ctx_lsp.index.workspace import BuildReport, Progress, WorkspaceIndex
 
 if TYPE_CHECKING:
-    from ctx_lsp.retrieval.dense import DenseOptions
+    from ctx_lsp.retrieval.dense_options import DenseOptions
 
 Checkpoint = Callable[[], None]  # called between retrieval stages; may raise to cancel
 

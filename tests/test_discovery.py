@@ -9,7 +9,6 @@ from pathlib import Path
 import pathspec
 import pytest
 
-import ctx_lsp.index.discovery as discovery
 from ctx_lsp.index.discovery import FileFilter, discover
 
 TREE = {
@@ -33,7 +32,7 @@ def test_re2_and_pathspec_regexes_list_the_same_files(tmp_path: Path, monkeypatc
     original = pathspec.PathSpec
     listed = {}
     for backend in ("simple", "re2"):
-        monkeypatch.setattr(discovery.pathspec, "PathSpec", lambda pats, _b=backend: original(pats, backend=_b))
+        monkeypatch.setattr(pathspec, "PathSpec", lambda pats, _b=backend: original(pats, backend=_b))
         d = discover(tmp_path, flt)
         listed[backend] = (sorted(d.files), sorted(d.skipped))
     assert listed["re2"] == listed["simple"]

@@ -206,7 +206,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     progress = _Progress()
     dense = None
     if args.dense or args.dense_model:
-        from ctx_lsp.retrieval.dense import SYNC, DenseOptions
+        from ctx_lsp.retrieval.dense_options import SYNC, DenseOptions
 
         dense = DenseOptions(SYNC, args.dense_model or "")
     engine = open_engine(args, progress, dense)
@@ -325,7 +325,7 @@ def cmd_context(args: argparse.Namespace) -> int:
         raise CliError("empty query")
     if args.budget <= 0:
         raise CliError("--budget must be a positive number of tokens")
-    from ctx_lsp.retrieval.dense import one_shot_options
+    from ctx_lsp.retrieval.dense_options import one_shot_options
 
     dense = one_shot_options(workspace_cache_dir(args, workspace_root(args)), args.dense_model, args.no_dense)
     # the daemon runs without the generator: a query that uses it is answered in process

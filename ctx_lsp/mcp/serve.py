@@ -17,7 +17,7 @@ log = logging.getLogger("ctx_lsp.mcp")
 
 def _dense(args: argparse.Namespace) -> Any:
     """The dense generator's options, as `ctx-lsp context` sets them (None: without it)."""
-    from ctx_lsp.retrieval.dense import one_shot_options
+    from ctx_lsp.retrieval.dense_options import one_shot_options
 
     cache_dir = workspace_cache_dir(args, workspace_root(args))
     return one_shot_options(cache_dir, getattr(args, "dense_model", None), getattr(args, "no_dense", False))

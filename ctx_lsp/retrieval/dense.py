@@ -22,11 +22,19 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctx_lsp.index.facts import is_test_path
+from ctx_lsp.retrieval.dense_options import (  # noqa: F401 - re-exported: the options live beside
+    BACKGROUND,
+    CACHED,
+    SYNC,
+    DenseOptions,
+    dense_wanted,
+    has_vectors,
+    one_shot_options,
+)
 from ctx_lsp.retrieval.embedder import DenseUnavailable, Embedder, ModelSource, resolve_model
 from ctx_lsp.retrieval.text import terms
 
@@ -35,7 +43,6 @@ if TYPE_CHECKING:
     from ctx_lsp.retrieval.generators import Query
 
 FEATURE = "dense"
-BACKGROUND, CACHED, SYNC = "background", "cached", "sync"
 OFF, PENDING, READY, UNAVAILABLE, NO_CACHE = "off", "pending", "ready", "unavailable", "no-cache"
 SYMBOL_KINDS = ("class", "function", "method")
 FIRST_LINES = 6
@@ -48,12 +55,6 @@ FILE_ROWS = 300  # rows scored for the file feature
 QUERY_CACHE = 64
 MIN_TERMS = 2  # content words a query needs before its nearest vectors mean anything
 FILE_T = 0.05  # the file feature is exp((cos - best) / FILE_T): cosines of MiniLM sit close together
-
-
-@dataclass(frozen=True)
-class DenseOptions:
-    mode: str = BACKGROUND
-    model_dir: str = ""  # "" = the default model package
 
 
 def text_key(text: str) -> str:
@@ -250,33 +251,6 @@ class DenseIndex:
         elif self.state == NO_CACHE:
             out["reason"] = "no vectors yet: run `ctx-lsp index --dense` once"
         return out
-
-
-def dense_wanted(model_dir: str | None = None) -> bool:
-    """Whether a one-shot caller should set the generator up: a model was named, or the extra is
-    installed (a cheap look-up; nothing heavy is imported)."""
-    import importlib.util
-
-    return bool(model_dir) or importlib.util.find_spec("sentence_transformers") is not None
-
-
-def has_vectors(cache_dir: Path, model_dir: str | None = None) -> bool:
-    """Whether `index --dense` left vectors of this model in the cache directory (cheap: no import)."""
-    try:
-        source = resolve_model(model_dir)
-    except DenseUnavailable:
-        return False
-    return (cache_dir / "dense" / f"{source.slug}.npz").is_file()
-
-
-def one_shot_options(cache_dir: Path, model_dir: str | None, off: bool) -> DenseOptions | None:
-    """The options of a one-shot caller (`ctx-lsp context`, `ctx-lsp mcp`): the generator only once
-    `index --dense` made the vectors (or a model was named), so a query never pays a full embedding pass."""
-    if off or not dense_wanted(model_dir):
-        return None
-    if model_dir or has_vectors(cache_dir):
-        return DenseOptions(CACHED, model_dir or "")
-    return None
 
 
 def make_dense(r: Retriever, options: DenseOptions | None) -> tuple[DenseIndex | None, str | None]:

@@ -195,7 +195,7 @@ def make_engine(options: Options, folder: Path) -> Engine:
     flt = FileFilter(include=options.include, exclude=options.exclude)
     dense = None
     if options.dense:
-        from ctx_lsp.retrieval.dense import BACKGROUND, DenseOptions
+        from ctx_lsp.retrieval.dense_options import BACKGROUND, DenseOptions
 
         dense = DenseOptions(BACKGROUND, options.dense_model)
     return Engine(folder, cache_dir=cache_dir_for(options, folder), flt=flt, jedi=options.jedi_refinement,
