@@ -37,7 +37,10 @@ def _pattern() -> Callable[[str], Any]:
     through a daemon compiles none, and the import (~13 ms with its RE2 backend) was on its path."""
     import pathspec.util
 
-    return pathspec.util.lookup_pattern("gitwildmatch")
+    try:  # pathspec >= 1.0; its older "gitwildmatch" is deprecated there (a warning per pattern)
+        return pathspec.util.lookup_pattern("gitignore")
+    except KeyError:
+        return pathspec.util.lookup_pattern("gitwildmatch")
 
 
 class InvalidPattern(ValueError):
