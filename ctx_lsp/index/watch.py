@@ -92,6 +92,8 @@ class TreeWatcher:
     # -- events (watchdog's emitter thread) ---------------------------------------------------------
     def offer(self, path: str, is_dir: bool) -> None:
         """One raw event's path: kept in the batch when it may change the index."""
+        if not is_dir and not path.endswith(".py"):
+            return  # the index reads .py files only; a log written line by line costs nothing here
         real = os.path.realpath(path)
         if any(real.startswith(d) or real + os.sep == d for d in self.ignore):
             return
