@@ -95,3 +95,23 @@ def test_lost_events_refresh_the_whole_tree(folder: Root, tmp_path: Path, monkey
     folder.apply([(EVERYTHING, DISK, None)], [])
     assert seen == {"refresh": 1, "reload_file": 0}
     assert calls(folder) == scratch_calls(folder, tmp_path)
+
+
+def test_files_a_listing_leaves_out_stay_out_when_they_arrive_one_by_one(folder: Root, tmp_path: Path) -> None:
+    """A watched or opened file under a .gitignore'd directory or a virtual environment is not indexed
+    (it used to be: only a listing read .gitignore), and an edited .gitignore is read again."""
+    ws = folder.path
+    (ws / ".gitignore").write_text("gen/\n")
+    (ws / "gen").mkdir()
+    (ws / "gen" / "out.py").write_text(module(7))
+    (ws / "tools" / "pyenv").mkdir(parents=True)
+    (ws / "tools" / "pyenv" / "pyvenv.cfg").write_text("home = /usr\n")
+    (ws / "tools" / "pyenv" / "site.py").write_text(module(8))
+    (ws / "pkg" / "m1.py").write_text(module(1, "other"))
+    folder.apply([(r, DISK, None) for r in ("gen/out.py", "tools/pyenv/site.py", "pkg/m1.py")], [])
+    assert "gen/out.py" not in folder.engine.index.facts and "tools/pyenv/site.py" not in folder.engine.index.facts
+    assert calls(folder) == scratch_calls(folder, tmp_path)
+    ix = folder.engine.index
+    assert ix.accepts("pkg/m2.py")
+    (ws / ".gitignore").write_text("gen/\npkg/m2.py\n")
+    assert not ix.accepts("pkg/m2.py") and ix.accepts("pkg/m1.py")

@@ -89,6 +89,45 @@ class FileFilter:
         return compile_patterns(patterns, strict=True)
 
 
+def listing_skips(root: Path, rel: str) -> bool:
+    """Whether `discover` would leave the file `rel` out for a reason found on its way down from the
+    root: a `.gitignore` of the root or of a directory above it, or a virtual environment above it.
+    For the paths that reach the index one by one (editor buffers, watched files), so they agree
+    with a listing of the tree (the rest of discover's rules are `WorkspaceIndex.accepts`')."""
+    parts = rel.split("/")
+    specs: list[tuple[str, pathspec.PathSpec]] = []
+    for i in range(len(parts)):
+        rel_dir = "/".join(parts[:i])
+        if i and os.path.exists(os.path.join(root, rel_dir, "pyvenv.cfg")):
+            return True
+        ignore = _gitignore_cached(root, rel_dir)
+        if ignore is not None:
+            specs.append((rel_dir + "/" if rel_dir else "", ignore))
+        here = "/".join(parts[: i + 1])
+        if specs and _ignored(specs, here if i == len(parts) - 1 else here + "/"):
+            return True
+    return False
+
+
+# (root, directory) -> (the .gitignore's stat, its patterns): `listing_skips` runs per editor change
+_GITIGNORES: dict[tuple[str, str], tuple[tuple[int, int, int], pathspec.PathSpec | None]] = {}
+
+
+def _gitignore_cached(root: Path, rel_dir: str) -> pathspec.PathSpec | None:
+    """`_gitignore`, compiled again only when the file changed (by inode, size and mtime)."""
+    try:
+        st = os.stat(os.path.join(root, rel_dir, ".gitignore"))
+    except OSError:
+        return None
+    key, mark = (str(root), rel_dir), (st.st_ino, st.st_size, st.st_mtime_ns)
+    held = _GITIGNORES.get(key)
+    if held is not None and held[0] == mark:
+        return held[1]
+    spec = _gitignore(root, rel_dir)
+    _GITIGNORES[key] = (mark, spec)
+    return spec
+
+
 def _gitignore(root: Path, rel_dir: str) -> pathspec.PathSpec | None:
     """The valid patterns of the .gitignore in `rel_dir` ("" = the root), read like any workspace file."""
     data = read_source(root, os.path.join(rel_dir, ".gitignore")).data

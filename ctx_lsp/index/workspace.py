@@ -933,7 +933,7 @@ class WorkspaceIndex:
         """Whether a workspace-relative path would be indexed (filters and skip rules)."""
         if not rel.endswith(".py"):
             return False
-        from ctx_lsp.index.discovery import SKIP_DIRS, is_utf8
+        from ctx_lsp.index.discovery import SKIP_DIRS, is_utf8, listing_skips
 
         if not is_utf8(rel):
             return False
@@ -944,7 +944,9 @@ class WorkspaceIndex:
         exc = self.filter.spec(self.filter.exclude)
         if inc is not None and not inc.match_file(rel):
             return False
-        return not (exc is not None and exc.match_file(rel))
+        if exc is not None and exc.match_file(rel):
+            return False
+        return not listing_skips(self.root, rel)  # .gitignore and virtual environments, as discover
 
     def update_file(self, rel: str, text: str, overlay: bool = False,
                     disk_stat: tuple[int, int] | None = None) -> int:
