@@ -110,10 +110,10 @@ async def test_a_client_that_cannot_watch_files_gets_changes_made_outside_the_ed
     async def status() -> dict:
         return await command(client, "ctx.indexStatus")
 
-    watching = await eventually(lambda: _watching(client)) if own else (await status())["folders"][0]["watching"]
-    assert watching is own
     if not own:
+        assert (await status())["folders"][0]["watching"] is False
         return
+    await poll_status(client, lambda s: s["folders"][0]["watching"] is True)
     refund = await prepare_call(client, "shop/service.py", "refund", line=15)
     (ws / "shop/extra.py").write_text("from shop.service import refund\n\n\ndef bulk(items):\n"
                                       "    return [refund(i) for i in items]\n", encoding="utf-8")
@@ -128,10 +128,7 @@ async def test_a_client_that_cannot_watch_files_gets_changes_made_outside_the_ed
         (ws / "loyalty" / f"tier{i}.py").write_text(f"from shop.service import refund\n\n\ndef tier{i}(x):\n"
                                                     f"    return refund(x)\n", encoding="utf-8")
 
-    async def files(n: int) -> bool:
-        return (await status())["files"] == n
-
-    assert await eventually(lambda: files(25))
+    await poll_status(client, lambda s: s["files"] == 25)
     assert len(await callers(client, refund)) == 21
     (ws / "loyalty").rename(ws / "tiers")  # inotify reports the directory alone
 
@@ -144,7 +141,7 @@ async def test_a_client_that_cannot_watch_files_gets_changes_made_outside_the_ed
     (ws / "few").mkdir()
     for i in range(2):  # below the batch size: reloaded file by file, the directory expanded
         (ws / "few" / f"m{i}.py").write_text(f"def few{i}():\n    return {i}\n", encoding="utf-8")
-    assert await eventually(lambda: files(27))
+    await poll_status(client, lambda s: s["files"] == 27)
     (ws / "few").rename(ws / "some")
 
     async def few_moved() -> bool:
@@ -157,12 +154,8 @@ async def test_a_client_that_cannot_watch_files_gets_changes_made_outside_the_ed
 
     shutil.rmtree(ws / "tiers")
     shutil.rmtree(ws / "some")
-    assert await eventually(lambda: files(5))
+    await poll_status(client, lambda s: s["files"] == 5)
     assert set(await callers(client, refund)) == {"bulk"}
-
-
-async def _watching(client: LanguageClient) -> bool:
-    return bool((await command(client, "ctx.indexStatus"))["folders"][0]["watching"])
 
 
 async def test_index_updated_notification_after_an_edit(client: LanguageClient) -> None:

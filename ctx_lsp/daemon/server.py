@@ -81,9 +81,8 @@ class Daemon:
     def _background_refresh(self, _rels: list[str]) -> list[str]:
         """A settled batch of changes on disk: the refresh the next request would make, done now (the
         whole tree, by size and mtime: the batch only says when). Not a request: it neither resets
-        the idle clock nor counts as one."""
-        with self.engine.lock:
-            return self.engine.refresh()
+        the idle clock nor counts as one. Engine.refresh holds the engine lock."""
+        return self.engine.refresh()
 
     def info(self) -> dict[str, Any]:
         return {**self.ident, "version": __version__, "pid": os.getpid(), "ready": self.ready.is_set() and not self.failed,

@@ -131,6 +131,7 @@ class Root:
         ix = self.engine.index
         n = 0
         disk: list[str] = []
+        everything = False  # the watcher lost events: only a whole refresh is sure
         for rel, source, text in changes:
             if source == BUFFER and text is not None:
                 ix.update_file(rel, text, overlay=True)  # over the size limit: skipped with the reason
@@ -139,12 +140,13 @@ class Root:
                 else:
                     self.buffers.pop(rel, None)
                 n += 1
-            elif ix.accepts(rel) or rel == EVERYTHING:
+            elif rel == EVERYTHING:
+                everything = True
+            elif ix.accepts(rel):
                 disk.append(rel)
             else:
                 disk.extend(self._files_under(rel))
-        everything = EVERYTHING in disk  # the watcher lost events: only a whole refresh is sure
-        disk = list(dict.fromkeys(r for r in disk if r != EVERYTHING))  # a file and its directory may both be in one batch
+        disk = list(dict.fromkeys(disk))  # a file and its directory may both be in one batch
         overlays = [rel for rel in disk if (st := ix.state.get(rel)) is not None and st.overlay]
         if everything or len(disk) - len(overlays) >= REFRESH_AT:
             for rel in overlays:
