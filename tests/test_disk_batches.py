@@ -115,3 +115,30 @@ def test_files_a_listing_leaves_out_stay_out_when_they_arrive_one_by_one(folder:
     assert ix.accepts("pkg/m2.py")
     (ws / ".gitignore").write_text("gen/\npkg/m2.py\n")
     assert not ix.accepts("pkg/m2.py") and ix.accepts("pkg/m1.py")
+
+
+def test_a_refresh_under_the_server_leaves_its_cache_write_until_asked(folder: Root, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The language server answers the request that found a checkout before writing the cache
+    (`defer_save`; it writes once changes pause, server.save_later): the refresh writes nothing, a
+    start from the cache meanwhile redoes the update, and `save_pending` writes it."""
+    ix = folder.engine.index
+    ix.defer_save = True
+    for i in range(REFRESH_AT):
+        (folder.path / "pkg" / f"n{i}.py").write_text(module(i, "other"))
+    writes = []
+    real = ix._write_cache
+    monkeypatch.setattr(ix, "_write_cache", lambda: (writes.append(1), real())[1])
+    folder.apply([(f"pkg/n{i}.py", DISK, None) for i in range(REFRESH_AT)], [])
+    assert "pkg/n3.py" in ix.facts and ix.pending_save and writes == []
+
+    def start() -> int:  # files a start from the cache has to extract
+        other = WorkspaceIndex(folder.path, cache_dir=tmp_path / "cache")
+        return other.load_or_build(save=False).extracted
+
+    assert start() == REFRESH_AT
+    ix.save_pending()
+    ix.wait_saved()
+    assert writes == [1] and not ix.pending_save and start() == 0
+    ix.save_pending()
+    assert writes == [1]  # nothing left to write

@@ -359,6 +359,27 @@ def tree(root: Path) -> dict[str, tuple[int, int]]:
             for p in sorted(root.rglob("*"))}
 
 
+async def test_a_checkout_is_written_to_the_cache_once_changes_pause(bare: LanguageClient, tmp_path: Path) -> None:
+    """The refresh a checkout causes answers first and writes the cache later, unasked (jedi refinement,
+    which also writes, is off here): a restart then finds nothing to update."""
+    from ctx_lsp.index.workspace import WorkspaceIndex
+
+    ws = copy_workspace(tmp_path / "ws")
+    await initialize(bare, ws, "neovim", tmp_path / "cache", init={"jediRefinement": False})
+    await wait_indexed(bare)
+    await poll_status(bare, lambda s: s["folders"][0]["watching"] is True)
+    (ws / "loyalty").mkdir()
+    for i in range(20):
+        (ws / "loyalty" / f"tier{i}.py").write_text(f"def tier{i}(x):\n    return x\n", encoding="utf-8")
+    await poll_status(bare, lambda s: s["files"] == 24)
+    cache = next((tmp_path / "cache").glob("*/index.msgpack")).parent
+
+    async def written() -> bool:
+        return WorkspaceIndex(ws, cache_dir=cache).load_or_build(save=False).extracted == 0
+
+    assert await eventually(written)
+
+
 async def test_clean_shutdown_and_nothing_written_outside_the_cache(bare: LanguageClient, tmp_path: Path) -> None:
     from ctx_lsp.index.store import default_cache_dir
 

@@ -182,13 +182,25 @@ def test_module_words_past_the_cap_are_cut_as_a_whole_extraction_cuts_them() -> 
     assert reuse_statements(old, body_only, _digest(body_only)) is not None  # the words did not move
 
 
-def test_forked_extraction_workers_reuse_statements_and_hand_back_equal_facts(tmp_path: Path,
-                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """Through the process pool (facts come back packed as the cache's wire, and the workers read the
-    old facts they inherited), a build and a checkout give the facts an in-process build gives."""
+@pytest.mark.parametrize("start", ["fork", "forkserver"])
+def test_extraction_workers_reuse_statements_and_hand_back_equal_facts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       start: str) -> None:
+    """Through the process pool (facts come back packed as the cache's wire), a build and a checkout
+    give the facts an in-process build gives. Forked workers read the old facts they inherited; workers
+    from a forkserver (a process with threads: the language server) are sent them, and keep statements too."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     import ctx_lsp.index.workspace as ws_mod
 
     monkeypatch.setattr(ws_mod, "PARALLEL_BYTES", 0)  # any batch of files goes to the pool
+    if start == "forkserver":
+        if "forkserver" not in multiprocessing.get_all_start_methods():
+            pytest.skip("no forkserver on this platform")
+        # as where another thread runs: no fork, the pool from the process's default start method
+        monkeypatch.setattr(WorkspaceIndex, "may_fork", lambda self: False)
+        monkeypatch.setattr(ws_mod, "ProcessPoolExecutor", lambda n, mp_context=None: ProcessPoolExecutor(
+            n, mp_context=mp_context or multiprocessing.get_context("forkserver")))
     mods = {f"pkg/m{i}.py": "\n\n\n".join(f"def f{i}_{j}(x):\n    return helper(x, '{i} {j} failed: %s')"
                                           for j in range(12)) + "\n" for i in range(8)}
     root = tmp_path / "ws"

@@ -200,5 +200,7 @@ def make_engine(options: Options, folder: Path) -> Engine:
         from ctx_lsp.retrieval.dense_options import BACKGROUND, DenseOptions
 
         dense = DenseOptions(BACKGROUND, options.dense_model)
-    return Engine(folder, cache_dir=cache_dir_for(options, folder), flt=flt, jedi=options.jedi_refinement,
-                  dense=dense)
+    engine = Engine(folder, cache_dir=cache_dir_for(options, folder), flt=flt, jedi=options.jedi_refinement,
+                    dense=dense)
+    engine.index.defer_save = True  # a refresh's cache write waits until its requests are answered (save_later)
+    return engine

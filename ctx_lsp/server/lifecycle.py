@@ -113,6 +113,12 @@ def register(server: CtxLanguageServer) -> None:
         tasks = [t for r in ls.roots for t in (r.task, r.refine_task, r.embed_task) if t is not None and not t.done()]
         if tasks:
             await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_S)
+        for root in ls.roots:  # a refresh's write still waiting for changes to pause
+            if root.engine.index.pending_save and not root.indexing:
+                try:
+                    await ls.save_pending(root)
+                except Exception:  # the next start redoes the update from the disk instead
+                    log.exception("writing the cache of %s at shutdown failed", root.path)
 
 
 async def _register_dynamic(ls: CtxLanguageServer) -> None:

@@ -53,6 +53,7 @@ CUSTOM_REQUESTS = ("ctx/getContext", "ctx/contextAtCursor")
 INDEX_UPDATED = "ctx/indexUpdated"
 UPDATE_NOTIFY_DELAY = 0.5  # seconds: ctx/indexUpdated is debounced
 REFINE_DELAY = 1.0  # seconds without edits before jedi re-refines the changed files
+SAVE_DELAY = 2.0  # seconds without changes before a refresh's deferred cache write (a checkout arrives in bursts)
 
 
 @attrs.define
@@ -253,7 +254,22 @@ class CtxLanguageServer(LanguageServer):
             self.schedule_index_updated()
             self.schedule_refinement(root)
             schedule_embedding(self, root)
+            self.save_later(root)
         return result
+
+    def save_later(self, root: Root) -> None:
+        """Write the cache a refresh left pending (`WorkspaceIndex.defer_save`) once changes pause: the
+        request that found a checkout is answered without waiting for the write."""
+        if root.engine.index.pending_save:
+            self.debounce("save:" + str(root.path), SAVE_DELAY, lambda: self.spawn(self.save_pending(root)))
+
+    async def save_pending(self, root: Root) -> None:
+        def write() -> None:
+            with root.reading() as engine:
+                if not root.indexing:
+                    engine.index.save_pending()
+
+        await asyncio.to_thread(write)
 
     def schedule_refinement(self, root: Root) -> None:
         """Re-refine changed files once edits pause (jedi is too slow to run on every keystroke)."""
