@@ -7,7 +7,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ctx_lsp.index.watch import EVERYTHING, TreeWatcher, relevant
+import pytest
+
+from ctx_lsp.index.watch import EVERYTHING, TreeWatcher, _use_inotify, relevant
 
 
 def py_only(rel: str) -> bool:
@@ -78,6 +80,58 @@ def test_a_burst_of_changes_is_one_refresh_after_it_settles_and_other_files_star
     finally:
         w.stop()
     assert not w.state()["watching"]
+
+
+def kernel_watches() -> int:
+    """inotify watches this process holds, as the kernel lists them (/proc/self/fdinfo)."""
+    n = 0
+    for fd in os.listdir("/proc/self/fdinfo"):
+        try:
+            n += sum(line.startswith("inotify wd:") for line in Path(f"/proc/self/fdinfo/{fd}").read_text().splitlines())
+        except OSError:
+            pass
+    return n
+
+
+@pytest.mark.skipif(not _use_inotify(), reason="inotify (Linux) only: elsewhere watchdog watches the whole tree")
+def test_inotify_watches_only_directories_whose_events_can_count_and_follows_new_and_moved_ones(tmp_path: Path) -> None:
+    """inotify watches are a per-user budget shared with the user's editor: none is spent on skipped
+    directories, virtual environments or the cache. Directories created or moved later are watched under
+    their new names, and one moved away stops being watched."""
+    root = tmp_path / "ws"
+    for d in ("pkg/sub", "node_modules/a/b/c", ".venv/lib/site", "tools/pyenv/lib", "build/lib", ".cache/x",
+              "x.egg-info", "elsewhere"):
+        (root / d).mkdir(parents=True)
+    (root / "tools" / "pyenv" / "pyvenv.cfg").write_text("home = /usr\n")  # a venv under any name
+    (root / "linked").symlink_to(root / "elsewhere")  # not followed
+    seen: list[str] = []
+    w = TreeWatcher(root, py_only, lambda rels: seen.extend(rels) or [], ignore=[root / ".cache"], quiet_ms=100)
+    w.start()
+    try:
+        assert wait_for(lambda: w.state()["watching"])
+        assert w.state()["dirs"] == 5 == kernel_watches()  # ws, pkg, pkg/sub, tools, elsewhere
+        for skipped in ("node_modules/a/b/c", ".venv/lib/site", "tools/pyenv/lib", "build/lib", ".cache/x"):
+            (root / skipped / "m.py").write_text("X = 1\n")
+        time.sleep(0.5)
+        assert w.state()["events"] == 0 and seen == []
+        (root / "pkg" / "new" / "deeper").mkdir(parents=True)  # a new directory: watched from now on
+        assert wait_for(lambda: "pkg/new" in seen)
+        (root / "pkg" / "new" / "deeper" / "late.py").write_text("X = 1\n")
+        assert wait_for(lambda: "pkg/new/deeper/late.py" in seen)
+        assert w.state()["dirs"] == 7
+        (root / "pkg" / "sub").rename(root / "pkg" / "moved")  # its events now come under the new name
+        assert wait_for(lambda: {"pkg/sub", "pkg/moved"} <= set(seen))
+        (root / "pkg" / "moved" / "m.py").write_text("X = 1\n")
+        assert wait_for(lambda: "pkg/moved/m.py" in seen)
+        assert "pkg/sub/m.py" not in seen
+        (root / "pkg" / "new").rename(tmp_path / "outside")  # moved out of the tree: no longer watched
+        assert wait_for(lambda: w.state()["dirs"] == 5 == kernel_watches())
+        (tmp_path / "outside" / "deeper" / "gone.py").write_text("X = 1\n")
+        time.sleep(0.5)
+        assert not any("gone.py" in r for r in seen)
+    finally:
+        w.stop()
+    assert kernel_watches() == 0  # all given back
 
 
 def test_a_failing_refresh_is_recorded_and_the_watcher_goes_on(tmp_path: Path) -> None:

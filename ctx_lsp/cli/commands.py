@@ -401,7 +401,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     elif watch.get("watching"):
         last = watch.get("last")
         done = f", the last re-indexed {last['changed']} files in {last['seconds']} s" if last else ""
-        print(f"  watching the tree: {watch['refreshes']} background refreshes{done}"
+        dirs = f" ({watch['dirs']} directories)" if watch.get("dirs") is not None else ""
+        print(f"  watching the tree{dirs}: {watch['refreshes']} background refreshes{done}"
               + (" (one pending)" if watch.get("pending") else ""))
     else:
         print(f"  not watching the tree: {watch.get('error') or 'not started yet'}")

@@ -279,5 +279,5 @@ def run(root: Path, cache_dir: Path, flt: FileFilter, idle_timeout: float = IDLE
     logging.basicConfig(level=logging.INFO, format="%(asctime)s ctx-lsp daemon: %(message)s")
     # the pools refresh starts run beside the request threads; those import these lazily
     prepare_threaded_process("ctx_lsp.mcp.bridge", "ctx_lsp.retrieval.engine", "ctx_lsp.retrieval.render",
-                             "watchdog.observers", "watchdog.events")
+                             "inotify_simple", "watchdog.observers", "watchdog.events")
     return Daemon(root, cache_dir, flt, idle_timeout, watch).serve()

@@ -7,17 +7,25 @@ its client cannot (`workspace/didChangeWatchedFiles` without dynamic registratio
 The daemon's requests still refresh first (size/mtime, then content), so there a missed or spurious
 event costs time, never a wrong answer.
 
-`watchdog` (inotify on Linux, FSEvents on macOS), asked only for writes, creations, deletions and
-moves: with opens in the inotify mask every directory the index's own discovery lists raises an
-event, which cost each daemon call ~20 ms on Django (watchfiles cannot leave them out). A tree it
-cannot watch (no inotify watches left, no inotify) leaves the owner as it was without a watcher: it
-logs why and goes on.
+On Linux, inotify (through `inotify_simple`) with a watch on each directory the index may read from:
+not the skipped ones (`.git`, `node_modules`, `.venv`, `build`...), virtual environments or the cache
+directory. inotify watches are a per-user budget shared with every editor and tool (8,192 on older
+kernels): a recursive watch of a tree with a `node_modules` or a virtual environment inside it spends
+thousands on directories whose events are dropped anyway, and can leave the user's editor unable to
+watch. watchdog sets a watch on every directory of the tree, with no way to leave some out, so it
+serves the other platforms (FSEvents on macOS, one handle per tree on Windows). Either way only writes,
+creations, deletions and moves are asked for: with opens in the mask every directory the index's own
+discovery lists raises an event, which cost each daemon call ~20 ms on Django (watchfiles cannot
+leave them out). A tree it cannot watch (no inotify watches left, no inotify) leaves the owner as it
+was without a watcher: it logs why and goes on.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -67,8 +75,9 @@ class TreeWatcher:
         self._cond = threading.Condition()
         self._batch: set[str] = set()  # relevant paths seen since the last hand-over
         self._first = self._last = 0.0  # monotonic times of the batch's first and last event
+        # dirs: directories with an inotify watch (None where watchdog watches the whole tree)
         self._state: dict[str, Any] = {"watching": False, "error": None, "events": 0, "refreshes": 0,
-                                       "pending": False, "last": None}
+                                       "pending": False, "last": None, "dirs": None}
 
     def state(self) -> dict[str, Any]:
         with self._cond:
@@ -119,9 +128,14 @@ class TreeWatcher:
         self._add(EVERYTHING)
 
     # -- batching (this watcher's thread) ------------------------------------------------------------
+    def skipped_dir(self, path: str, name: str) -> bool:
+        """Whether no event under the directory `path` can count: a skipped directory or the cache."""
+        return (name in SKIP_DIRS or name.endswith(".egg-info")
+                or any(path + os.sep == d or path.startswith(d) for d in self.ignore))
+
     def _run(self) -> None:
         try:
-            observer = _observe(self)
+            observer = _InotifyTree(self) if _use_inotify() else _observe(self)
         except Exception as exc:  # no inotify watches left, no inotify, a vanished root: serve without
             self._set(error=f"{type(exc).__name__}: {exc}")
             log.warning("not watching %s: %s", self.root, exc)
@@ -199,3 +213,128 @@ def _observe(watcher: TreeWatcher) -> Any:
         observer.stop()  # give back the inotify instance and the watches set before the failure
         raise
     return observer
+
+
+def _use_inotify() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import inotify_simple  # noqa: F401
+    except ImportError:  # installed without it (the dependency is Linux-only): watchdog watches everything
+        return False
+    return True
+
+
+class _InotifyTree:
+    """inotify watches on the directories of `watcher.root` whose events may count, kept in step as
+    directories come and go, read in a thread that hands each event's path to `watcher.offer`.
+
+    A directory created or moved in is watched (and reported, for the files written in it before its
+    watch was set); one deleted or moved out is reported and its watches dropped; an overflowed queue
+    is `watcher.lost()`. Raises OSError when the tree cannot be watched whole (no watches left)."""
+
+    def __init__(self, watcher: TreeWatcher) -> None:
+        from inotify_simple import INotify, flags
+
+        self.watcher, self.flags = watcher, flags
+        self.mask = (flags.CREATE | flags.DELETE | flags.MODIFY | flags.CLOSE_WRITE | flags.MOVED_FROM
+                     | flags.MOVED_TO | flags.ONLYDIR | flags.DONT_FOLLOW | flags.EXCL_UNLINK)
+        self.root = str(watcher.root)
+        self.paths: dict[int, str] = {}  # watch descriptor -> its directory
+        self.wds: dict[str, int] = {}  # directory -> watch descriptor
+        self.inotify = INotify()
+        try:
+            self._add_tree(self.root, initial=True)
+        except BaseException:
+            self.inotify.close()  # gives back the instance and every watch set before the failure
+            raise
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, name="ctx-lsp-inotify", daemon=True)
+        self._thread.start()
+
+    def _add_tree(self, top: str, initial: bool = False) -> None:
+        if initial:
+            self._add(top, initial)  # os.walk says nothing of a root it cannot list
+        for d, dirs, files in os.walk(top):  # symlinked directories are not followed
+            if "pyvenv.cfg" in files and d != self.root:
+                dirs[:] = []  # a virtual environment: discovery lists nothing in it
+                continue
+            if not self._add(d, initial):
+                dirs[:] = []
+                continue
+            dirs[:] = [x for x in dirs if not self.watcher.skipped_dir(os.path.join(d, x), x)]
+        self.watcher._set(dirs=len(self.wds))
+
+    def _add(self, d: str, initial: bool) -> bool:
+        try:
+            wd = self.inotify.add_watch(d, self.mask)
+        except OSError as exc:
+            if d == self.root:
+                raise  # a missing or unreadable root: no watcher at all
+            if exc.errno not in (errno.ENOSPC, errno.EMFILE):
+                return False  # gone meanwhile, not a directory, not readable: nothing to watch there
+            msg = f"no inotify watches left at {len(self.wds)} directories (fs.inotify.max_user_watches)"
+            if initial:
+                raise OSError(exc.errno, msg) from None
+            log.warning("%s: %s is not watched", msg, d)
+            self.watcher._set(error=msg)
+            return False
+        old = self.paths.get(wd)
+        if old is not None and old != d:
+            self.wds.pop(old, None)
+        self.paths[wd], self.wds[d] = d, wd
+        return True
+
+    def _drop_tree(self, top: str) -> None:
+        """Stop watching `top` and the directories under it (deleted or moved: a moved directory's
+        watches would go on under its old path)."""
+        inside = top + os.sep
+        for d in [d for d in self.wds if d == top or d.startswith(inside)]:
+            wd = self.wds.pop(d)
+            self.paths.pop(wd, None)
+            try:
+                self.inotify.rm_watch(wd)
+            except OSError:  # already gone with its directory
+                pass
+        self.watcher._set(dirs=len(self.wds))
+
+    def _read(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for event in self.inotify.read(timeout=200):
+                    self._event(event)
+        except Exception as exc:  # never silently: the owner's state says the watcher stopped
+            if not self._stop.is_set():
+                log.exception("reading inotify events of %s failed", self.root)
+                self.watcher._set(error=f"{type(exc).__name__}: {exc}")
+                self.watcher.lost()
+
+    def _event(self, event: Any) -> None:
+        f = self.flags
+        if event.mask & f.Q_OVERFLOW:
+            self.watcher.lost()
+            return
+        d = self.paths.get(event.wd)
+        if event.mask & f.IGNORED:  # the kernel removed the watch (its directory is gone)
+            self.paths.pop(event.wd, None)
+            if d is not None and self.wds.get(d) == event.wd:
+                del self.wds[d]
+            return
+        if d is None or not event.name:
+            return
+        path = os.path.join(d, event.name)
+        is_dir = bool(event.mask & f.ISDIR)
+        if is_dir:
+            if event.mask & (f.DELETE | f.MOVED_FROM):
+                self._drop_tree(path)
+            elif event.mask & (f.CREATE | f.MOVED_TO) and not self.watcher.skipped_dir(path, event.name):
+                self._add_tree(path)
+        self.watcher.offer(path, is_dir)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self.inotify.close()
