@@ -107,7 +107,8 @@ def attach_history(index: WorkspaceIndex, sync: bool = True) -> History:
     if sync:
         h.sync()
         if h.unsaved:
-            index.save()
+            if not index.pending_save:  # else the write the index still owes its owner carries the history
+                index.save()
             h.unsaved = False
     return h
 
