@@ -1,4 +1,5 @@
-"""didChange -> a query that reflects it, through the real language server over stdio.
+"""didChange -> a query that reflects it, and a checkout -> the graph that reflects it, through the real
+language server over stdio.
 
 Starts `python -m ctx_lsp serve` as a subprocess and speaks LSP to it with pygls' client (this
 module never imports ctx_lsp.server). Each sample opens a random workspace file, appends a new
@@ -16,6 +17,7 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +135,56 @@ def didchange_latency(root: Path, cache_dir: Path | None = None, edits: int = 50
 def measure(root: Path, cache_dir: Path, args: Any) -> dict[str, Any]:
     """The `benchmark_gen.speed.EXTRA_MEASURES` hook: samples = `--edits` (default 50)."""
     return didchange_latency(root, cache_dir / "lsp", edits=int(getattr(args, "edits", 50) or 50))
+
+
+async def _checkout(tree: Path, cache_dir: Path, layout: Callable[[], object], quiet_s: float) -> dict[str, Any]:
+    tree = tree.resolve()
+    client = LanguageClient("ctx-lsp-bench", "0")
+    updates: list[tuple[float, Any]] = []
+    for method in (types.WINDOW_LOG_MESSAGE, types.WINDOW_SHOW_MESSAGE):
+        client.feature(method)(_ignore)
+    client.feature("ctx/indexUpdated")(lambda params: updates.append((time.perf_counter(), params)))
+    await client.start_io(sys.executable, "-m", "ctx_lsp", "serve")
+    try:
+        # no dynamic didChangeWatchedFiles (as Neovim on Linux): the server watches the folder itself
+        await client.initialize_async(types.InitializeParams(
+            capabilities=types.ClientCapabilities(), root_uri=tree.as_uri(),
+            workspace_folders=[types.WorkspaceFolder(uri=tree.as_uri(), name=tree.name)],
+            initialization_options={"cacheDir": str(cache_dir), "jediRefinement": False}))
+        client.initialized(types.InitializedParams())
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            status = await _execute(client, "ctx.indexStatus")
+            if not _field(status, "indexing") and _field(_field(status, "folders")[0], "watching"):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError("the server did not finish indexing, or does not watch the folder")
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(quiet_s)  # the start's own notifications are out
+        seen = len(updates)
+        layout()
+        t_end = time.perf_counter()
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while len(updates) == seen or time.perf_counter() - updates[-1][0] < quiet_s:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the server did not take in the checkout")
+            await asyncio.sleep(0.05)  # no request: the server folds the changes in by itself
+        settle = updates[-1][0] - t_end
+        t0 = time.perf_counter()
+        status = await _execute(client, "ctx.indexStatus")
+        call = time.perf_counter() - t0
+        files = _field(status, "files")
+        await client.shutdown_async(None)
+        client.exit(None)
+    finally:
+        await client.stop()
+    return {"settle_s": settle, "status_s": call, "files": files}
+
+
+def checkout_settle(tree: Path, cache_dir: Path, layout: Callable[[], object], quiet_s: float = 1.5) -> dict[str, Any]:
+    """A checkout under the language server (its own watcher, as for Neovim; jedi refinement off): the
+    server indexes `tree`, then `layout()` turns it into another version. `settle_s`: from the end of
+    the layout to the server's last `ctx/indexUpdated` (none follows for `quiet_s`), what an editor
+    user waits before answers reflect the checkout; `status_s`: a `ctx.indexStatus` request then;
+    `files`: the files it then reports."""
+    return asyncio.run(_checkout(tree, cache_dir, layout, quiet_s))

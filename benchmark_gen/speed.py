@@ -31,7 +31,10 @@ Per root, with a fresh cache directory:
   included), made at once after the layout (the daemon runs with --no-watch, so the call does the whole
   update); switch_watch_settle_s: a daemon watching the tree (the default), from the end of the layout
   until its background refresh is done; switch_watch_call_s: the `ctx-lsp context` call made then (what
-  a call that comes later than the settle time pays); *_ratio: each over switch_cold_s.
+  a call that comes later than the settle time pays); switch_server_settle_s: the language server over
+  stdio (its own watcher, as for Neovim; jedi refinement off) indexes a copy, then from the end of the
+  layout until its last ctx/indexUpdated (an editor user's wait for answers that reflect the checkout);
+  *_ratio: each over switch_cold_s.
   switch_update_phases_s: where that fresh process spent the update (WorkspaceIndex.phases); switch_update_counts: its files extracted (`partial`: of those, built
   from the facts of their kept top-level statements, index/statement_reuse.py), reused and re-bound;
   switch_floor_ratio: the update without its extraction phase, over switch_cold_s (what reusing facts
@@ -406,9 +409,22 @@ def measure_switch(root: Path, other: Path) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="ctx-lsp-switch-"))
     try:
         out: dict[str, Any] = {}
-        for how in ("process", "daemon", "watch"):
+        for how in ("process", "daemon", "watch", "server"):
             tree, cache = tmp / how / "tree", tmp / how / "cache"
             shutil.copytree(root, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+            if how == "server":  # the language server indexes the copy itself, then watches the checkout
+                from functools import partial
+
+                from benchmark_gen.lsp_latency import checkout_settle
+                from ctx_lsp.index.discovery import discover
+
+                got = checkout_settle(tree, cache, partial(_sync_tree, tree, other))
+                expected = len(discover(tree).files)
+                if got["files"] != expected:
+                    raise RuntimeError(f"the server holds {got['files']} files after the checkout, not {expected}")
+                out["switch_server_settle_s"] = round(got["settle_s"], 3)
+                out["switch_server_settle_ratio"] = round(got["settle_s"] / out["switch_cold_s"], 3)
+                continue
             t_cold, _ = _queryable(_events(*_spawn(["cold", str(tree), str(cache)])))
             out.setdefault("switch_cold_s", round(t_cold, 3))
             if how == "process":

@@ -118,6 +118,10 @@ def test_switch_lays_out_the_other_version_and_times_the_update(tmp_path: Path) 
         assert isinstance(row[key], float) and row[key] > 0, key
     # the watching daemon refreshed in the background once the layout settled (it has to see the changes)
     assert isinstance(row["switch_watch_settle_s"], float) and 0 <= row["switch_watch_settle_s"] < 60
+    # the language server watching the folder itself took the checkout in without a request (it checks
+    # that it then holds the second version's files)
+    assert isinstance(row["switch_server_settle_s"], float) and 0 < row["switch_server_settle_s"] < 60
+    assert row["switch_server_settle_ratio"] > 0
     # where the update went: the two changed or added files were extracted and bound again
     phases = row["switch_update_phases_s"]
     assert phases["extract"] > 0 and "bind" in phases
