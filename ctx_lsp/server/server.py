@@ -53,7 +53,9 @@ CUSTOM_REQUESTS = ("ctx/getContext", "ctx/contextAtCursor")
 INDEX_UPDATED = "ctx/indexUpdated"
 UPDATE_NOTIFY_DELAY = 0.5  # seconds: ctx/indexUpdated is debounced
 REFINE_DELAY = 1.0  # seconds without edits before jedi re-refines the changed files
-SAVE_DELAY = 2.0  # seconds without changes before a refresh's deferred cache write (a checkout arrives in bursts)
+# seconds without changes or requests before a refresh's deferred cache write: it holds the folder's lock
+# (1.7 s after a Django checkout, its lexical snapshot included), so it waits for the user to pause
+SAVE_DELAY = 5.0
 
 
 @attrs.define
@@ -254,12 +256,13 @@ class CtxLanguageServer(LanguageServer):
             self.schedule_index_updated()
             self.schedule_refinement(root)
             schedule_embedding(self, root)
-            self.save_later(root)
+        self.save_later(root)
         return result
 
     def save_later(self, root: Root) -> None:
-        """Write the cache a refresh left pending (`WorkspaceIndex.defer_save`) once changes pause: the
-        request that found a checkout is answered without waiting for the write."""
+        """Write the cache a refresh left pending (`WorkspaceIndex.defer_save`) once changes and requests
+        pause (each one puts it off again; shutdown writes what is still pending): the request that found
+        a checkout, and those that follow it, are answered without waiting for the write."""
         if root.engine.index.pending_save:
             self.debounce("save:" + str(root.path), SAVE_DELAY, lambda: self.spawn(self.save_pending(root)))
 
