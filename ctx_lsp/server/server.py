@@ -51,7 +51,7 @@ T = TypeVar("T")
 
 CUSTOM_REQUESTS = ("ctx/getContext", "ctx/contextAtCursor")
 INDEX_UPDATED = "ctx/indexUpdated"
-UPDATE_NOTIFY_DELAY = 0.5  # seconds: ctx/indexUpdated is debounced
+UPDATE_NOTIFY_DELAY = 0.5  # seconds: ctx/indexUpdated goes out at once, then at most this often
 REFINE_DELAY = 1.0  # seconds without edits before jedi re-refines the changed files
 # seconds without changes or requests before a refresh's deferred cache write: it holds the folder's lock
 # (1.7 s after a Django checkout, its lexical snapshot included), so it waits for the user to pause
@@ -132,6 +132,7 @@ class CtxLanguageServer(LanguageServer):
         self.tasks: set[asyncio.Task[Any]] = set()
         self._flush_handles: dict[str, asyncio.TimerHandle] = {}
         self._updated_handle: asyncio.TimerHandle | None = None
+        self._last_notified = -UPDATE_NOTIFY_DELAY  # loop time of the last ctx/indexUpdated
         # set once `initialized` has created the folders: requests wait for it rather than see no folders
         self.setup_done = asyncio.Event()
         # True when the client cannot send workspace/didChangeWatchedFiles (no dynamic registration):
@@ -319,7 +320,7 @@ class CtxLanguageServer(LanguageServer):
         for rel in rels:
             if rel not in opened:
                 root.pending[rel] = DISK
-        self.schedule_flush(root)
+        self.spawn(self.flush(root))  # already settled by the watcher: no debounce on top
 
     def stop_watching(self, root: Root) -> None:
         if root.watcher is not None:
@@ -334,9 +335,11 @@ class CtxLanguageServer(LanguageServer):
 
         def fire() -> None:
             self._updated_handle = None
+            self._last_notified = loop.time()
             self.spawn(self.notify_index_updated())
 
-        self._updated_handle = loop.call_later(UPDATE_NOTIFY_DELAY, fire)
+        # the first update after a quiet spell is told at once; a stream of them at most every 0.5 s
+        self._updated_handle = loop.call_later(max(0.0, self._last_notified + UPDATE_NOTIFY_DELAY - loop.time()), fire)
 
     async def notify_index_updated(self) -> None:
         status = await self.index_status()
