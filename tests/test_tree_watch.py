@@ -126,6 +126,14 @@ def test_inotify_watches_only_directories_whose_events_can_count_and_follows_new
         assert "pkg/sub/m.py" not in seen
         (root / "pkg" / "new").rename(tmp_path / "outside")  # moved out of the tree: no longer watched
         assert wait_for(lambda: w.state()["dirs"] == 5 == kernel_watches())
+        (root / "env2").mkdir()  # a virtual environment made later (`python -m venv env2`) stops counting
+        assert wait_for(lambda: w.state()["dirs"] == 6)
+        (root / "env2" / "pyvenv.cfg").write_text("home = /usr\n")
+        assert wait_for(lambda: w.state()["dirs"] == 5)
+        (root / "env2" / "lib" / "site").mkdir(parents=True)
+        (root / "env2" / "lib" / "site" / "dep.py").write_text("X = 1\n")
+        time.sleep(0.5)
+        assert w.state()["dirs"] == 5 == kernel_watches() and not any("dep.py" in r for r in seen)
         (tmp_path / "outside" / "deeper" / "gone.py").write_text("X = 1\n")
         time.sleep(0.5)
         assert not any("gone.py" in r for r in seen)

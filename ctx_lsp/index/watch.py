@@ -306,8 +306,8 @@ class _InotifyTree:
         except Exception as exc:  # never silently: the owner's state says the watcher stopped
             if not self._stop.is_set():
                 log.exception("reading inotify events of %s failed", self.root)
-                self.watcher._set(error=f"{type(exc).__name__}: {exc}")
-                self.watcher.lost()
+                self.watcher._set(watching=False, error=f"{type(exc).__name__}: {exc}")
+                self.watcher.lost()  # the owner looks at the whole tree once more
 
     def _event(self, event: Any) -> None:
         f = self.flags
@@ -324,6 +324,9 @@ class _InotifyTree:
             return
         path = os.path.join(d, event.name)
         is_dir = bool(event.mask & f.ISDIR)
+        if event.name == "pyvenv.cfg" and d != self.root and event.mask & (f.CREATE | f.MOVED_TO):
+            self._drop_tree(d)  # a virtual environment being made: what pip installs there never counts
+            return
         if is_dir:
             if event.mask & (f.DELETE | f.MOVED_FROM):
                 self._drop_tree(path)
