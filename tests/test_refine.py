@@ -158,6 +158,20 @@ def test_cache_avoids_running_jedi_again_in_process_and_after_restart(ws: tuple[
     assert status["added_edges"] == first["added_edges"]
 
 
+def test_under_the_server_the_refinement_write_is_left_to_it(ws: tuple[Path, Path]) -> None:
+    """With `defer_save` (the language server) a run leaves its cache write pending for the owner, who
+    writes when requests pause; its results are in that write."""
+    root, cache = ws
+    index = open_index(root, cache)
+    index.defer_save = True
+    Refiner(index).run()
+    assert index.pending_save
+    assert not open_index(root, cache).extra_state.get(STATE_KEY, {}).get("files")  # not written yet
+    index.save_pending()
+    index.wait_saved()
+    assert not index.pending_save and open_index(root, cache).extra_state[STATE_KEY]["files"]
+
+
 def test_a_changed_file_is_dropped_and_resolved_again(ws: tuple[Path, Path]) -> None:
     root, cache = ws
     index = open_index(root, cache)

@@ -267,7 +267,7 @@ class Refiner:
                     total += len(todo)
             if save and refined:
                 with self.lock:
-                    self.index.save()
+                    self.index.save_soon()
             return self._finish(t0, refined, stopped)
         finally:
             self._project = None

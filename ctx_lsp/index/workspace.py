@@ -1166,6 +1166,14 @@ class WorkspaceIndex:
             return
         self._write_cache()
 
+    def save_soon(self) -> None:
+        """A write after work the owner did not ask to wait for (jedi refinement): left pending for the
+        owner with `defer_save`, else made now."""
+        if self.defer_save:
+            self.pending_save = True
+        else:
+            self.save()
+
     def save_pending(self) -> None:
         """The cache write the last load_or_build (or, with `defer_save`, refresh) left to its caller, if any."""
         if self.pending_save:

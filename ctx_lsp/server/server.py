@@ -490,6 +490,7 @@ class CtxLanguageServer(LanguageServer):
                 return
             if result.get("files_refined"):
                 self.schedule_index_updated()
+                self.save_later(root)  # the refinement's write, left pending (defer_save)
             if not root.refine_again:
                 return
 
