@@ -142,6 +142,33 @@ def test_inotify_watches_only_directories_whose_events_can_count_and_follows_new
     assert kernel_watches() == 0  # all given back
 
 
+@pytest.mark.skipif(not _use_inotify(), reason="inotify (Linux) only")
+def test_after_an_overflowed_queue_directories_made_meanwhile_are_watched(tmp_path: Path) -> None:
+    """The kernel dropped events, directory creations among them: the tree is walked again for new
+    directories, and the owner is told to look at everything."""
+    from types import SimpleNamespace
+
+    from inotify_simple import flags
+
+    from ctx_lsp.index.watch import _InotifyTree
+
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    seen: list[str] = []
+    w = TreeWatcher(root, py_only, lambda rels: seen.extend(rels) or [])
+    tree = _InotifyTree(w)
+    tree.stop()
+    tree._thread.join(5.0)  # its reader is done (its inotify still open): the creation below goes unread
+    try:
+        (root / "pkg" / "made" / "deep").mkdir(parents=True)
+        assert len(tree.wds) == 2
+        tree._event(SimpleNamespace(mask=flags.Q_OVERFLOW, wd=-1, cookie=0, name=""))
+        assert sorted(os.path.relpath(d, root) for d in tree.wds) == [".", "pkg", "pkg/made", "pkg/made/deep"]
+        assert w._batch == {EVERYTHING}
+    finally:
+        tree.inotify.close()
+
+
 def test_a_failing_refresh_is_recorded_and_the_watcher_goes_on(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     root.mkdir()

@@ -312,6 +312,9 @@ class _InotifyTree:
     def _event(self, event: Any) -> None:
         f = self.flags
         if event.mask & f.Q_OVERFLOW:
+            # the creations of directories may be among what was dropped: watch whatever is new, or a
+            # directory made in the overflow would go unwatched until the next start
+            self._add_tree(self.root)
             self.watcher.lost()
             return
         d = self.paths.get(event.wd)
