@@ -41,6 +41,11 @@ MAX_BATCH_MS = 1600  # ... or after this long, so a stream of writes still refre
 EVERYTHING = "."  # in a batch: events were lost (the kernel queue overflowed), look at the whole tree
 
 
+def _skipped_name(name: str) -> bool:
+    """A directory name under which nothing is indexed (discovery skips it)."""
+    return name in SKIP_DIRS or name.endswith(".egg-info")
+
+
 def relevant(rel: str, accepts: Callable[[str], bool], is_dir: bool = False) -> bool:
     """Whether an event on the workspace-relative path `rel` may change the index: a file the index
     accepts, or a directory outside the skipped ones (renaming or removing one reports only it)."""
@@ -50,7 +55,7 @@ def relevant(rel: str, accepts: Callable[[str], bool], is_dir: bool = False) -> 
     if any(p in SKIP_DIRS for p in parts[:-1]):
         return False
     if is_dir:
-        return parts[-1] not in SKIP_DIRS and not parts[-1].endswith(".egg-info")
+        return not _skipped_name(parts[-1])
     return accepts(rel)
 
 
@@ -98,13 +103,20 @@ class TreeWatcher:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    # -- events (watchdog's emitter thread) ---------------------------------------------------------
+    # -- events (the inotify reader's or watchdog's emitter thread) ----------------------------------
+    def _ignored(self, real: str) -> bool:
+        """Whether the real path `real` is one of the `ignore` directories or inside one."""
+        return any(real.startswith(d) or real + os.sep == d for d in self.ignore)
+
+    def skipped_dir(self, path: str, name: str) -> bool:
+        """Whether no event under the directory `path` (real) can count: a skipped directory or the cache."""
+        return _skipped_name(name) or self._ignored(path)
+
     def offer(self, path: str, is_dir: bool) -> None:
         """One raw event's path: kept in the batch when it may change the index."""
         if not is_dir and not path.endswith(".py"):
             return  # the index reads .py files only; a log written line by line costs nothing here
-        real = os.path.realpath(path)
-        if any(real.startswith(d) or real + os.sep == d for d in self.ignore):
+        if self._ignored(os.path.realpath(path)):
             return
         try:
             rel = Path(path).relative_to(self.root).as_posix()
@@ -128,11 +140,6 @@ class TreeWatcher:
         self._add(EVERYTHING)
 
     # -- batching (this watcher's thread) ------------------------------------------------------------
-    def skipped_dir(self, path: str, name: str) -> bool:
-        """Whether no event under the directory `path` can count: a skipped directory or the cache."""
-        return (name in SKIP_DIRS or name.endswith(".egg-info")
-                or any(path + os.sep == d or path.startswith(d) for d in self.ignore))
-
     def _run(self) -> None:
         try:
             observer = _InotifyTree(self) if _use_inotify() else _observe(self)
