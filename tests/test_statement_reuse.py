@@ -197,8 +197,8 @@ def test_extraction_workers_reuse_statements_and_hand_back_equal_facts(tmp_path:
     if start == "forkserver":
         if "forkserver" not in multiprocessing.get_all_start_methods():
             pytest.skip("no forkserver on this platform")
-        # as where another thread runs: no fork, the pool from the process's default start method
-        monkeypatch.setattr(WorkspaceIndex, "may_fork", lambda self: False)
+        # as where another thread runs off Linux: no fork, the pool from the process's default start method
+        monkeypatch.setattr(WorkspaceIndex, "may_fork_workers", lambda self: False)
         monkeypatch.setattr(ws_mod, "ProcessPoolExecutor", lambda n, mp_context=None: ProcessPoolExecutor(
             n, mp_context=mp_context or multiprocessing.get_context("forkserver")))
     mods = {f"pkg/m{i}.py": "\n\n\n".join(f"def f{i}_{j}(x):\n    return helper(x, '{i} {j} failed: %s')"

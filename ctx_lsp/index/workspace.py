@@ -28,6 +28,7 @@ from ctx_lsp.index.discovery import DELETED, FileFilter, discover, read_source, 
 from ctx_lsp.index.extract import extract
 from ctx_lsp.index.facts import FileFacts, content_digest, decode_source, pack_records, unpack_records
 from ctx_lsp.index.flow import FLOW_KEY, Values, call_sites, emit_edges, flow_values, without_positions
+from ctx_lsp.index.forkpool import ForkPool, ForkPoolError
 from ctx_lsp.index.graph import CodeGraph
 from ctx_lsp.index.model import Edge, EdgeKind, Node, NodeKind
 from ctx_lsp.index.modules import PATH_DEP, Workspace, changed_names, interface_digests, name_dep
@@ -697,27 +698,35 @@ class WorkspaceIndex:
         items = [(root, rel, self.filter.max_bytes) for rel in todo]
         total = len(items)
         results: list[Extracted] = []
+        pooled = False
         if self.workers > 1 and total >= 2 * self.workers and may_start_processes() and (
                 total >= PARALLEL_THRESHOLD or _bytes_at_least(files, todo, PARALLEL_BYTES)):
             chunk = max(1 if total < PARALLEL_THRESHOLD else 16, total // (self.workers * 8))
-            import multiprocessing
-
-            # fork when safe (no re-import in each worker); else the process's default start method,
-            # which prepare_threaded_process sets to forkserver
-            forked = self.may_fork()
-            ctx = multiprocessing.get_context("fork") if forked else None
-            jobs: list[_Job] = [(items[i : i + chunk], None if forked else self._old_facts_for(items[i : i + chunk]),
-                                 _WANT_INTERFACES) for i in range(0, total, chunk)]
-            self.workers_used["extract"] = self.workers
-            with ProcessPoolExecutor(self.workers, mp_context=ctx) as pool:
-                done = 0
-                for part in pool.map(_extract_chunk, jobs):
-                    results.extend(_from_chunk(part))
-                    done += len(part)
-                    if progress:
-                        progress("parsing", done, total)
-        else:
-            self.workers_used["extract"] = 1
+            chunks = [items[i : i + chunk] for i in range(0, total, chunk)]
+            if self.may_fork_workers():
+                # forked workers inherit the update's old facts (_OLD_FACTS) and the indexer: nothing to send
+                try:
+                    with ForkPool(_extract_chunk, [(c, None, _WANT_INTERFACES) for c in chunks], self.workers) as fpool:
+                        for part in fpool.results():
+                            results.extend(_from_chunk(part))
+                            if progress:
+                                progress("parsing", len(results), total)
+                    pooled = True
+                except ForkPoolError as exc:
+                    log.warning("extracting in this process instead: %s", exc)
+                    results = []
+            else:
+                # the process's default start method (prepare_threaded_process sets forkserver): each job
+                # carries its files' old facts, which such a worker cannot inherit
+                jobs: list[_Job] = [(c, self._old_facts_for(c), _WANT_INTERFACES) for c in chunks]
+                with ProcessPoolExecutor(self.workers) as pool:
+                    for part in pool.map(_extract_chunk, jobs):
+                        results.extend(_from_chunk(part))
+                        if progress:
+                            progress("parsing", len(results), total)
+                pooled = True
+        self.workers_used["extract"] = self.workers if pooled else 1
+        if not pooled:
             for i, it in enumerate(items):
                 results.append(_extract_one(*it))
                 if progress and (i % 50 == 0 or i == total - 1):
@@ -868,6 +877,13 @@ class WorkspaceIndex:
                     out.add(p)
         return out
 
+    def may_fork_workers(self) -> bool:
+        """Whether extraction and binding may fork their workers (forkpool.ForkPool): where `may_fork`,
+        and on Linux beside other threads too, since such a child runs only the indexer's own code on
+        what it inherited (glibc's allocator is fork-safe; macOS's system libraries are not)."""
+        return (hasattr(os, "fork") and may_start_processes()
+                and (threading.active_count() == 1 or self.fork_safe or sys.platform == "linux"))
+
     def may_fork(self) -> bool:
         """Whether this process may fork now. A fork while another thread holds a lock (jedi
         refinement importing a module, a stream mid-write in the language server) can deadlock the
@@ -883,11 +899,9 @@ class WorkspaceIndex:
         global _FORK_WS, _FORK_PRIORS
         priors = priors or {}
         total = len(order)
-        # Forked workers share the module table copy-on-write; without a safe fork, bind in process
+        # Forked workers share the module table copy-on-write; where none can be forked, bind in process
         # (spawned workers would need the whole module table pickled to them)
-        if self.workers > 1 and total >= PARALLEL_THRESHOLD and self.may_fork():
-            import multiprocessing
-
+        if self.workers > 1 and total >= PARALLEL_THRESHOLD and self.may_fork_workers():
             if total > len(self.facts) // 2:
                 # binding most files reads nearly every table: built here once, forked workers
                 # inherit them copy-on-write; fewer files build the few they read in the workers
@@ -897,23 +911,27 @@ class WorkspaceIndex:
                 chunk = max(32, total // (self.workers * 6))
                 chunks = [order[i : i + chunk] for i in range(0, total, chunk)]
                 out: list[FileBinding] = []
-                ctx = multiprocessing.get_context("fork")
-                self.workers_used["bind"] = self.workers
-                with ProcessPoolExecutor(self.workers, mp_context=ctx) as pool:
-                    parts = pool.map(_bind_chunk, chunks)  # submits every chunk: the workers are forked now
-                    failed: list[BaseException] = []
-                    beside = self._start_while_binding(changed or [], first, failed)
-                    try:
-                        for part in parts:
-                            out.extend(part)
-                            if progress:
-                                progress("binding", len(out), total)
-                    finally:
-                        if beside is not None:
-                            beside.join()
+                failed: list[BaseException] = []
+                try:
+                    with ForkPool(_bind_chunk, chunks, self.workers) as pool:  # the workers are forked now
+                        beside = self._start_while_binding(changed or [], first, failed)
+                        first = None  # it runs beside the pool
+                        try:
+                            for part in pool.results():
+                                out.extend(part)
+                                if progress:
+                                    progress("binding", len(out), total)
+                        finally:
+                            if beside is not None:
+                                beside.join()
                     if failed:
                         raise failed[0]
-                return out
+                    self.workers_used["bind"] = self.workers
+                    return out
+                except ForkPoolError as exc:
+                    if failed:
+                        raise failed[0] from exc
+                    log.warning("binding in this process instead: %s", exc)
             finally:
                 _FORK_WS, _FORK_PRIORS = None, {}
         if first is not None:

@@ -1,0 +1,144 @@
+"""ForkPool: workers forked straight from a process with threads (the language server), whose children
+never run code that could wait on a lock another thread held at the fork; and an index built beside
+threads binds and extracts on two cores, equal to a build in one process."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_incremental import comparable, diff
+
+from ctx_lsp.index.forkpool import ForkPool, ForkPoolError
+from ctx_lsp.index.workspace import WorkspaceIndex
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+
+
+def _square(x: int) -> tuple[int, int, bytes]:
+    if x == -1:
+        raise ValueError("task -1 failed")
+    if x == -2:
+        os._exit(3)  # the worker dies
+    if x == -3:
+        time.sleep(60)  # the worker hangs
+    return x * x, os.getpid(), b"x" * 300_000  # results larger than a pipe's default buffer
+
+
+def _children() -> set[int]:
+    task = Path(f"/proc/self/task/{threading.get_native_id()}/children")
+    if task.exists():
+        return {int(p) for p in task.read_text().split()}
+    return set()
+
+
+def test_results_come_in_task_order_from_every_worker_and_the_children_are_reaped() -> None:
+    with ForkPool(_square, list(range(40)), 2) as pool:
+        got = list(pool.results())
+    assert [r[0] for r in got] == [x * x for x in range(40)]
+    pids = {r[1] for r in got}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert not _children() & pids
+
+
+@pytest.mark.parametrize(("bad", "error", "message"), [(-1, ValueError, "task -1 failed"),
+                                                      (-2, ForkPoolError, "exit status 3")])
+def test_a_failing_task_or_a_dying_worker_is_raised_in_the_parent(bad: int, error: type, message: str) -> None:
+    with pytest.raises(error, match=message), ForkPool(_square, [1, 2, bad, 4, 5], 2) as pool:
+        list(pool.results())
+    assert not _children()
+
+
+def test_a_hung_worker_is_killed_after_the_stall_time() -> None:
+    t = time.monotonic()
+    with pytest.raises(ForkPoolError, match="no worker finished"), ForkPool(_square, [1, -3, 3], 2, stall=1.0) as pool:
+        list(pool.results())
+    assert time.monotonic() - t < 10
+    assert not _children()
+
+
+def test_a_worker_forked_beside_a_thread_reading_stdin_finishes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hazard multiprocessing's fork start brings: its child closes sys.stdin first, which waits on
+    the buffer lock a thread blocked reading stdin holds (the language server's wire reader)."""
+    r, w = os.pipe()
+    stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(r, "rb")))
+    monkeypatch.setattr(sys, "stdin", stdin)
+    reader = threading.Thread(target=stdin.buffer.read, args=(1,), daemon=True)
+    reader.start()
+    time.sleep(0.2)  # the reader is blocked inside read(), holding the buffer's lock
+    try:
+        with ForkPool(_square, list(range(8)), 2, stall=20.0) as pool:
+            assert [x for x, _, _ in pool.results()] == [x * x for x in range(8)]
+    finally:
+        os.write(w, b"!")
+        reader.join(5)
+        os.close(w)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a process with threads forks its workers on Linux only")
+def test_an_index_built_beside_threads_uses_both_cores_and_equals_one_built_in_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctx_lsp.index import workspace as ws_mod
+
+    monkeypatch.setattr(ws_mod, "PARALLEL_THRESHOLD", 8)
+    monkeypatch.setattr(ws_mod, "PARALLEL_BYTES", 0)
+    root = tmp_path / "ws"
+    files = {"pkg/__init__.py": "", "pkg/util.py": "class Base:\n    def run(self):\n        return 1\n"}
+    files |= {f"pkg/m{i}.py": f"from pkg.util import Base\n\n\nclass C{i}(Base):\n    def go(self):\n"
+                              f"        return self.run() + {i}\n\n\ndef make{i}():\n    return C{i}().go()\n"
+              for i in range(16)}
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    stop = threading.Event()
+    beside = threading.Thread(target=stop.wait, daemon=True)  # as in the server: another thread runs
+    beside.start()
+    try:
+        pooled = WorkspaceIndex(root, cache_dir=tmp_path / "pooled", workers=2)
+        assert not pooled.may_fork() and pooled.may_fork_workers()
+        pooled.load_or_build()
+        assert pooled.workers_used == {"extract": 2, "bind": 2}
+        for i in range(0, 16, 2):  # a checkout: half the modules change
+            (root / f"pkg/m{i}.py").write_text(files[f"pkg/m{i}.py"].replace("+ ", "- "), encoding="utf-8")
+        pooled.refresh()
+        assert pooled.workers_used == {"extract": 2, "bind": 2}
+    finally:
+        stop.set()
+    alone = WorkspaceIndex(root, cache_dir=tmp_path / "alone", workers=1)
+    alone.load_or_build()
+    assert pooled.graph.has_edge("pkg/m0.py::C0.go", "pkg/util.py::Base.run")
+    got, want = comparable(pooled), comparable(alone)
+    assert got == want, diff(got, want)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a process with threads forks its workers on Linux only")
+def test_binding_falls_back_to_this_process_when_the_workers_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    from ctx_lsp.index import workspace as ws_mod
+
+    monkeypatch.setattr(ws_mod, "PARALLEL_THRESHOLD", 8)
+    root = tmp_path / "ws"
+    for i in range(12):
+        (root / "pkg").mkdir(parents=True, exist_ok=True)
+        (root / f"pkg/m{i}.py").write_text(f"def f{i}():\n    return f{(i + 1) % 12}\n", encoding="utf-8")
+    (root / "pkg/__init__.py").write_text("", encoding="utf-8")
+    real = ws_mod._bind_chunk
+
+    def dies(paths: list[str]) -> list:
+        if os.getpid() != parent:
+            os._exit(9)
+        return real(paths)
+
+    parent = os.getpid()
+    monkeypatch.setattr(ws_mod, "_bind_chunk", dies)
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=2)
+    index.load_or_build()
+    assert index.workers_used["bind"] == 1 and "binding in this process instead" in caplog.text
+    alone = WorkspaceIndex(root, cache_dir=tmp_path / "alone", workers=1)
+    alone.load_or_build()
+    assert comparable(index) == comparable(alone)
