@@ -9,11 +9,11 @@ forkserver: a Django cold index took 9 s there against 7.5 s forked, a checkout 
 
 A child here runs the task function and nothing else: tasks and the function are inherited at the
 fork (not pickled), results go back pickled through the child's own pipe, and it leaves with
-`os._exit`, never touching a standard stream (logging is off in it when the parent had threads). What
-the function reads must need no lock another thread can hold: the indexer's extraction and binding
-only read their inherited data. Should a child still hang or die, the parent notices (no result for
-`stall` seconds, or the child's pipe closing early), kills the children and raises ForkPoolError;
-callers then do the work in process.
+`os._exit`, never touching a standard stream (logging and warnings are off in it when the parent had
+threads). What the function reads must need no lock another thread can hold: the indexer's
+extraction and binding only read their inherited data. Should a child still hang or die, the parent
+notices (no result for `stall` seconds, or the child's pipe closing early), kills the children and
+raises ForkPoolError; callers then do the work in process.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any, Generic, TypeVar
 T = TypeVar("T")
 R = TypeVar("R")
 
-STALL_SECONDS = 120.0  # no result from any child for this long: assume one hangs (a chunk takes ~1 s)
+STALL_SECONDS = 60.0  # no result from any child for this long: assume one hangs (a chunk takes ~1 s)
 PIPE_BYTES = 1 << 20  # the default most a user may ask for (/proc/sys/fs/pipe-max-size)
 _LEN = 8  # bytes of a result frame's length prefix
 _TASK = 4  # bytes of a task index
@@ -93,8 +93,9 @@ class ForkPool(Generic[T, R]):
                 os.close(result_r)
                 for other in self._children:  # the other children's pipes: their ends must close with them
                     other.close_fds()
-                if quiet:
-                    logging.disable(logging.CRITICAL)  # a stream's lock may be held by a parent thread
+                if quiet:  # nothing may write to a standard stream: a parent thread may hold its lock
+                    logging.disable(logging.CRITICAL)
+                    warnings.simplefilter("ignore")  # (a SyntaxWarning from parsing the user's code)
                 self._serve(task_r, result_w)
             except BaseException:
                 code = 1

@@ -63,10 +63,11 @@ COLD_FRACTION = 0.9
 def prepare_threaded_process(*lazy_modules: str) -> None:
     """Make the indexer's process pools safe in a multi-threaded process (the server, the daemon).
 
-    A forked child inherits locks held by other threads at fork time (the import lock while a
-    request thread imports a module lazily, logging locks, ...) and can hang on them. Pools created
-    without an explicit context start from a clean forkserver instead, and the modules request
-    threads would import lazily are imported now.
+    A forked child inherits locks held by other threads at fork time (a module's import lock while a
+    thread imports it lazily, logging locks, ...) and can hang on them. Pools created without an
+    explicit context start from a clean forkserver instead (used where ForkPool is not: off Linux).
+    The modules request threads would import lazily are imported now, and so is parso: the
+    extraction's fallback parser, which jedi refinement imports on its own thread.
     """
     import importlib
     import multiprocessing
@@ -77,7 +78,7 @@ def prepare_threaded_process(*lazy_modules: str) -> None:
         multiprocessing.set_forkserver_preload([__name__])
     except (RuntimeError, ValueError):  # already set, or not available on this platform
         pass
-    for name in lazy_modules:
+    for name in (*lazy_modules, "parso"):
         try:
             importlib.import_module(name)
         except ImportError:
