@@ -34,6 +34,8 @@ Per root, with a fresh cache directory:
   a call that comes later than the settle time pays); switch_server_settle_s: the language server over
   stdio (its own watcher, as for Neovim; jedi refinement off) indexes a copy, then from the end of the
   layout until its last ctx/indexUpdated (an editor user's wait for answers that reflect the checkout);
+  switch_server_cold_s: that server's own cold index of the copy, from `initialized` until it reports
+  the index done and the folder watched (beside switch_cold_s, the CLI's);
   *_ratio: each over switch_cold_s.
   switch_update_phases_s: where that fresh process spent the update (WorkspaceIndex.phases); switch_update_counts: its files extracted (`partial`: of those, built
   from the facts of their kept top-level statements, index/statement_reuse.py), reused and re-bound;
@@ -424,6 +426,7 @@ def measure_switch(root: Path, other: Path) -> dict[str, Any]:
                     raise RuntimeError(f"the server holds {got['files']} files after the checkout, not {expected}")
                 out["switch_server_settle_s"] = round(got["settle_s"], 3)
                 out["switch_server_settle_ratio"] = round(got["settle_s"] / out["switch_cold_s"], 3)
+                out["switch_server_cold_s"] = round(got["indexed_s"], 3)
                 continue
             t_cold, _ = _queryable(_events(*_spawn(["cold", str(tree), str(cache)])))
             out.setdefault("switch_cold_s", round(t_cold, 3))

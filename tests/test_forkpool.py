@@ -142,3 +142,43 @@ def test_binding_falls_back_to_this_process_when_the_workers_fail(tmp_path: Path
     alone = WorkspaceIndex(root, cache_dir=tmp_path / "alone", workers=1)
     alone.load_or_build()
     assert comparable(index) == comparable(alone)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a process with threads forks its writer on Linux only")
+def test_a_cache_write_beside_threads_is_forked_and_a_failed_one_redone_here(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The language server's writes (1.7 s in process after a Django checkout, holding the folder's
+    lock) come from a forked child; one that fails is redone in process when the next write waits."""
+    from ctx_lsp.index.store import IndexStore
+
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg/__init__.py").write_text("", encoding="utf-8")
+    (root / "pkg/a.py").write_text("def f():\n    return 1\n", encoding="utf-8")
+    stop = threading.Event()
+    threading.Thread(target=stop.wait, daemon=True).start()
+    try:
+        index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=2)
+        index.background_save = True
+        index.load_or_build()
+        assert index._saver is not None  # a child writes
+        index.wait_saved()
+        assert WorkspaceIndex(root, cache_dir=tmp_path / "cache").load_or_build(save=False).extracted == 0
+
+        parent, real = os.getpid(), IndexStore.save
+
+        def fails_in_child(self: IndexStore, *args: object, **kwargs: object) -> None:
+            if os.getpid() != parent:
+                raise OSError("disk full")
+            real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(IndexStore, "save", fails_in_child)
+        (root / "pkg/b.py").write_text("from pkg.a import f\n\n\ndef g():\n    return f()\n", encoding="utf-8")
+        index.refresh()
+        assert index._saver is not None
+        index.wait_saved()  # the child's status says it failed: written here instead
+        assert "writing it in process" in caplog.text
+    finally:
+        stop.set()
+    again = WorkspaceIndex(root, cache_dir=tmp_path / "cache")
+    assert again.load_or_build(save=False).extracted == 0 and "pkg/b.py" in again.facts

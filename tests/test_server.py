@@ -182,6 +182,11 @@ async def test_indexing_reports_progress_and_status(client: LanguageClient) -> N
     assert st["edges"]["CALLS"] == 5 and st["edges"]["INHERITS"] == 2
     assert st["stale"] is False and st["indexing"] is False and st["dirty_files"] == []
     assert st["roots"] == [str(client.ws)] and st["last_update"]  # type: ignore[attr-defined]
+    # the build's cache write (a forked child on Linux) follows the index by a moment
+    for _ in range(100):
+        if list(client.cache.glob("ws-*/index.msgpack")):  # type: ignore[attr-defined]
+            break
+        await asyncio.sleep(0.1)
     assert len(list(client.cache.glob("ws-*/index.msgpack"))) == 1  # type: ignore[attr-defined]
 
 

@@ -122,6 +122,7 @@ def test_switch_lays_out_the_other_version_and_times_the_update(tmp_path: Path) 
     # that it then holds the second version's files)
     assert isinstance(row["switch_server_settle_s"], float) and 0 < row["switch_server_settle_s"] < 60
     assert row["switch_server_settle_ratio"] > 0
+    assert isinstance(row["switch_server_cold_s"], float) and 0 < row["switch_server_cold_s"] < 60
     # where the update went: the two changed or added files were extracted and bound again
     phases = row["switch_update_phases_s"]
     assert phases["extract"] > 0 and "bind" in phases

@@ -15,6 +15,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -1163,18 +1164,27 @@ class WorkspaceIndex:
     # -- persistence and status ------------------------------------------------------------
     def save(self, background: bool = False) -> None:
         """Write the cache. `background`: from a forked child, so the caller need not wait for the
-        ~0.7 s a Django-sized cache takes to pack and write; only where `may_fork`, else inline.
-        Writes never overlap: each waits for the last."""
+        ~0.7-1.7 s a Django-sized cache takes to pack and write; only where `may_fork_workers`, else
+        inline. Writes never overlap: each waits for the last; a failed child's write is redone here then.
+
+        Beside other threads (the language server, on Linux) the child is kept as a ForkPool child
+        is: it packs and writes what it inherited, logs nothing and never flushes a standard stream."""
         self.pending_save = False  # any write is the one a refresh or a start left pending
         self.wait_saved()
-        if background and self.may_fork():
+        if background and self.may_fork_workers():
+            quiet = threading.active_count() > 1
             sys.stdout.flush()
             sys.stderr.flush()  # the child must not write the parent's buffered output a second time
-            pid = os.fork()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: a fork beside threads
+                pid = os.fork()
             if pid == 0:
                 code = 0
                 try:
-                    self._write_cache()
+                    if quiet:
+                        logging.disable(logging.CRITICAL)
+                        warnings.simplefilter("ignore")
+                    self._write_cache(raising=True)
                 except BaseException:
                     log.exception("writing the cache failed")
                     code = 1
@@ -1211,7 +1221,8 @@ class WorkspaceIndex:
             log.warning("the background cache write exited with status %s; writing it in process", code)
             self._write_cache()
 
-    def _write_cache(self) -> None:
+    def _write_cache(self, raising: bool = False) -> None:
+        """`raising`: an OSError is raised (a forked writer's exit status reports it), else logged."""
         # an unsaved buffer is never persisted as if it were the disk
         rels = [rel for rel in self.facts if (st := self.state.get(rel)) is not None and not st.overlay]
 
@@ -1240,6 +1251,8 @@ class WorkspaceIndex:
                                                      self.state[rel].digest) for rel in rels},
                                    bool(self.previous))
         except OSError as exc:
+            if raising:
+                raise
             log.warning("could not write the cache %s: %s", self.store.path, exc)
 
     def errors(self) -> list[dict[str, str]]:

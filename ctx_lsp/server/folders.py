@@ -203,4 +203,5 @@ def make_engine(options: Options, folder: Path) -> Engine:
     engine = Engine(folder, cache_dir=cache_dir_for(options, folder), flt=flt, jedi=options.jedi_refinement,
                     dense=dense)
     engine.index.defer_save = True  # a refresh's cache write waits until its requests are answered (save_later)
+    engine.index.background_save = True  # and is made by a forked child where one may fork (Linux)
     return engine

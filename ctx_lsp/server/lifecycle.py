@@ -10,7 +10,7 @@ from typing import Any
 from lsprotocol import types
 
 from ctx_lsp.server.convert import uri_to_path
-from ctx_lsp.server.folders import BUFFER, DISK
+from ctx_lsp.server.folders import BUFFER, DISK, Root
 from ctx_lsp.server.server import CtxLanguageServer
 
 log = logging.getLogger("ctx_lsp.server")
@@ -119,6 +119,16 @@ def register(server: CtxLanguageServer) -> None:
                     await ls.save_pending(root)
                 except Exception:  # the next start redoes the update from the disk instead
                     log.exception("writing the cache of %s at shutdown failed", root.path)
+        for root in ls.roots:  # a forked write still running is finished (or redone) before the exit
+            try:
+                await asyncio.to_thread(_wait_saved, root)
+            except Exception:
+                log.exception("writing the cache of %s at shutdown failed", root.path)
+
+
+def _wait_saved(root: Root) -> None:
+    with root.reading() as engine:  # a failed child's write is redone in process: under the lock
+        engine.index.wait_saved()
 
 
 async def _register_dynamic(ls: CtxLanguageServer) -> None:
