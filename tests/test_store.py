@@ -319,10 +319,10 @@ from ctx_lsp.index.workspace import WorkspaceIndex
 
 parent = os.getpid()
 real = WorkspaceIndex._write_cache
-def slow(self):
+def slow(self, **kwargs):
     if os.getpid() != parent:
         time.sleep(1.0)  # a writer still busy when the process is about to exit
-    real(self)
+    real(self, **kwargs)
 WorkspaceIndex._write_cache = slow
 
 def build():  # the index is dropped when this returns, as in the CLI's commands
