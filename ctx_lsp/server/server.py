@@ -461,8 +461,21 @@ class CtxLanguageServer(LanguageServer):
         await self.flush(root)
         await self.notify_index_updated()
         if root.state == READY:
+            await self.warm_lexical(root)
             self.start_refinement(root)
             start_embedding(self, root)
+
+    async def warm_lexical(self, root: Root) -> None:
+        """Start the lexical indexes now (after a cold build the cache writer, a forked child on Linux,
+        built its own: ~1.5 s on Django that the first query would pay), not on the first request."""
+        def warm() -> None:
+            with root.reading() as engine:
+                engine.retriever.sync()
+
+        try:
+            await asyncio.to_thread(warm)
+        except Exception:  # the first query builds them instead
+            log.exception("starting the lexical indexes of %s failed", root.path)
 
     # -- jedi refinement (background, after indexing and after edits) --------------------------------
     def start_refinement(self, root: Root) -> None:
