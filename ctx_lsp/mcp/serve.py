@@ -26,7 +26,11 @@ def _dense(args: argparse.Namespace) -> Any:
 def _engine(args: argparse.Namespace, dense: Any = None) -> Engine:
     root = workspace_root(args)  # CliError for a missing root is reported by the CLI (exit 2)
     cache = Path(args.cache_dir) if getattr(args, "cache_dir", None) else None
-    return Engine(root, cache_dir=cache, flt=file_filter(args), dense=dense)
+    engine = Engine(root, cache_dir=cache, flt=file_filter(args), dense=dense)
+    # its writes come from a forked child where one may fork (Linux: see WorkspaceIndex.save), so a
+    # tool call never waits on the engine lock for the write after a background refresh
+    engine.index.background_save = True
+    return engine
 
 
 def _relay(args: argparse.Namespace) -> Any:
