@@ -47,6 +47,17 @@ def test_results_come_in_task_order_from_every_worker_and_the_children_are_reape
     assert not (_children() - before) & pids
 
 
+def test_a_caller_that_stops_reading_ends_the_pool_at_once() -> None:
+    """As a cancelled indexing does (the progress callback raises between results)."""
+    before = _children()
+    t = time.monotonic()
+    with pytest.raises(KeyError), ForkPool(_square, [1, -3, -3, -3], 2) as pool:
+        for _ in pool.results():
+            raise KeyError("cancelled")
+    assert time.monotonic() - t < 10  # the hung workers were killed, not waited for
+    assert not _children() - before
+
+
 @pytest.mark.parametrize(("bad", "error", "message"), [(-1, ValueError, "task -1 failed"),
                                                       (-2, ForkPoolError, "exit status 3")])
 def test_a_failing_task_or_a_dying_worker_is_raised_in_the_parent(bad: int, error: type, message: str) -> None:

@@ -82,10 +82,15 @@ class ForkPool(Generic[T, R]):
         if hasattr(fcntl, "F_SETPIPE_SZ"):  # Linux: a result (a chunk's packed facts) fits without waiting for a read
             with contextlib.suppress(OSError):
                 fcntl.fcntl(result_w, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-        with warnings.catch_warnings():
-            # Python 3.12+ warns on a fork beside threads: this child is built not to need their locks
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
+        try:
+            with warnings.catch_warnings():
+                # Python 3.12+ warns on a fork beside threads: this child is built not to need their locks
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
+        except OSError:
+            for fd in (task_r, task_w, result_r, result_w):
+                os.close(fd)
+            raise
         if pid == 0:  # the child: never returns
             code = 0
             try:
