@@ -65,6 +65,8 @@ class Bridge:
         def run() -> None:
             try:
                 self.engine.open()
+                with self.engine.lock:  # the lexical indexes too (a forked cache writer built only its own)
+                    self.engine.retriever.sync()
             except Exception:  # the next tool call retries (refresh opens) and reports the error
                 log.exception("opening the index failed")
                 return
