@@ -133,9 +133,9 @@ def _pooled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict
     root = tmp_path / "ws"
     _write(root, files)
     index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=2)
-    index.fork_safe = True  # as the daemon and the server declare: the bind pool forks (see may_fork)
+    index.fork_safe = True  # as the daemon and the server declare: the bind pool forks (see may_fork_workers)
     index.load_or_build()
-    if not index.may_fork():
+    if not index.may_fork_workers():
         pytest.skip("this platform cannot fork")
     return root, files, index
 

@@ -329,9 +329,9 @@ def test_a_pooled_update_brings_the_lexical_indexes_up_to_date_beside_the_bind_w
     write_tree(root, _tree(rng, 10))
     e = Engine(root, cache_dir=tmp_path / "cache")
     e.index.workers = 2
-    e.index.fork_safe = True  # as the daemon and the server declare (see WorkspaceIndex.may_fork)
+    e.index.fork_safe = True  # as the daemon and the server declare (see WorkspaceIndex.may_fork_workers)
     e.open()
-    if not e.index.may_fork():
+    if not e.index.may_fork_workers():
         pytest.skip("this platform cannot fork")
     _state(e)  # the lexical indexes are live
     changed = sorted(p for p in e.index.facts if p != "pkg/__init__.py")[:6]

@@ -434,15 +434,16 @@ class WorkspaceIndex:
         self.partial = 0  # files the last extraction built partly from their kept statements' facts
         self.overlay_text: dict[str, str] = {}  # editor buffers (unsaved text), by path
         # True: a build or refresh writes the cache from a forked child while this process goes on to
-        # answer (where `may_fork`: the CLI, speed's children, the daemon; others write inline)
+        # answer (where `may_fork_workers`: the CLI, speed's children, the daemon, and on Linux the
+        # server and the MCP bridge; others write inline)
         self.background_save = False
         # True: a refresh leaves its cache write to the owner (`pending_save`, then `save_pending`), which
-        # answers first: the language server, which cannot fork its write (~0.6 s on Django) and would
-        # otherwise hold the request that found a checkout for it. Until written, a restart redoes the update.
+        # answers first: the language server, whose write (forked on Linux, else inline: ~1.7 s on Django)
+        # would otherwise hold the request that found a checkout. Until written, a restart redoes the update.
         self.defer_save = False
         # True: the owner guarantees that while this index updates, no other thread holds a lock a
         # forked child could need (the daemon: every engine call runs under one lock, nothing reads
-        # stdin, lazy imports are done up front), so updates may fork workers although threads exist
+        # stdin, lazy imports are done up front), so updates may fork although threads exist, off Linux too
         self.fork_safe = False
         self._saver: int | None = None  # pid of the child writing the cache
         # wall seconds per stage of the last load_or_build or refresh (load, discover, decode, install,
@@ -880,18 +881,13 @@ class WorkspaceIndex:
         return out
 
     def may_fork_workers(self) -> bool:
-        """Whether extraction and binding may fork their workers (forkpool.ForkPool): where `may_fork`,
-        and on Linux beside other threads too, since such a child runs only the indexer's own code on
-        what it inherited (glibc's allocator is fork-safe; macOS's system libraries are not)."""
+        """Whether extraction, binding and the cache writer may fork (forkpool.ForkPool): in a
+        single-threaded process, where the owner declared `fork_safe`, and on Linux beside other threads
+        too, since such a child runs only the indexer's own code on what it inherited (glibc's allocator
+        is fork-safe; macOS's system libraries are not). A fork while another thread holds a lock the
+        child needs could deadlock it: those children take none."""
         return (hasattr(os, "fork") and may_start_processes()
                 and (threading.active_count() == 1 or self.fork_safe or sys.platform == "linux"))
-
-    def may_fork(self) -> bool:
-        """Whether this process may fork now. A fork while another thread holds a lock (jedi
-        refinement importing a module, a stream mid-write in the language server) can deadlock the
-        child, so only a single-threaded process, or an owner that declared `fork_safe`, forks."""
-        return (hasattr(os, "fork") and may_start_processes()
-                and (threading.active_count() == 1 or self.fork_safe))
 
     def _bind_many(self, order: list[str], progress: Progress | None,
                    priors: dict[str, PriorBinding] | None = None, changed: list[str] | None = None,
