@@ -57,10 +57,9 @@ class ForkPool(Generic[T, R]):
         self._fn, self._tasks, self._stall = fn, tasks, stall
         self._next = 0  # the next task to hand out
         self._children: list[_Child] = []
-        quiet = threading.active_count() > 1
         try:
             for _ in range(max(1, min(workers, len(tasks)))):
-                self._children.append(self._fork(quiet))
+                self._children.append(self._fork())
         except OSError as exc:
             self.close()
             raise ForkPoolError(f"could not fork a worker: {exc}") from exc
@@ -74,7 +73,7 @@ class ForkPool(Generic[T, R]):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _fork(self, quiet: bool) -> _Child:
+    def _fork(self) -> _Child:
         import fcntl  # POSIX only, as fork
 
         task_r, task_w = os.pipe()
@@ -83,10 +82,7 @@ class ForkPool(Generic[T, R]):
             with contextlib.suppress(OSError):
                 fcntl.fcntl(result_w, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         try:
-            with warnings.catch_warnings():
-                # Python 3.12+ warns on a fork beside threads: this child is built not to need their locks
-                warnings.simplefilter("ignore", DeprecationWarning)
-                pid = os.fork()
+            pid = fork_quiet()
         except OSError:
             for fd in (task_r, task_w, result_r, result_w):
                 os.close(fd)
@@ -98,9 +94,6 @@ class ForkPool(Generic[T, R]):
                 os.close(result_r)
                 for other in self._children:  # the other children's pipes: their ends must close with them
                     other.close_fds()
-                if quiet:  # nothing may write to a standard stream: a parent thread may hold its lock
-                    logging.disable(logging.CRITICAL)
-                    warnings.simplefilter("ignore")  # (a SyntaxWarning from parsing the user's code)
                 self._serve(task_r, result_w)
             except BaseException:
                 code = 1
@@ -186,6 +179,22 @@ class ForkPool(Generic[T, R]):
                 os.close(child.result_r)
                 child.result_r = -1
         self._children = []
+
+
+def fork_quiet() -> int:
+    """`os.fork()` for a child that runs only the indexer's own code and leaves with `os._exit` (a
+    ForkPool worker, the cache writer). Beside threads, logging and warnings are off in the child: a
+    parent thread may hold a standard stream's lock (a SyntaxWarning from parsing the user's code
+    would write to one)."""
+    quiet = threading.active_count() > 1
+    with warnings.catch_warnings():
+        # Python 3.12+ warns on a fork beside threads: this child is built not to need their locks
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0 and quiet:
+        logging.disable(logging.CRITICAL)
+        warnings.simplefilter("ignore")
+    return pid
 
 
 class _Child:

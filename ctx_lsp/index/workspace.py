@@ -15,7 +15,6 @@ import os
 import sys
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -29,7 +28,7 @@ from ctx_lsp.index.discovery import DELETED, FileFilter, discover, read_source, 
 from ctx_lsp.index.extract import extract
 from ctx_lsp.index.facts import FileFacts, content_digest, decode_source, pack_records, unpack_records
 from ctx_lsp.index.flow import FLOW_KEY, Values, call_sites, emit_edges, flow_values, without_positions
-from ctx_lsp.index.forkpool import ForkPool, ForkPoolError
+from ctx_lsp.index.forkpool import ForkPool, ForkPoolError, fork_quiet
 from ctx_lsp.index.graph import CodeGraph
 from ctx_lsp.index.model import Edge, EdgeKind, Node, NodeKind
 from ctx_lsp.index.modules import PATH_DEP, Workspace, changed_names, interface_digests, name_dep
@@ -1168,18 +1167,12 @@ class WorkspaceIndex:
         self.pending_save = False  # any write is the one a refresh or a start left pending
         self.wait_saved()
         if background and self.may_fork_workers():
-            quiet = threading.active_count() > 1
             sys.stdout.flush()
             sys.stderr.flush()  # the child must not write the parent's buffered output a second time
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: a fork beside threads
-                pid = os.fork()
+            pid = fork_quiet()
             if pid == 0:
                 code = 0
                 try:
-                    if quiet:
-                        logging.disable(logging.CRITICAL)
-                        warnings.simplefilter("ignore")
                     self._write_cache(raising=True)
                 except BaseException:
                     log.exception("writing the cache failed")

@@ -53,8 +53,9 @@ CUSTOM_REQUESTS = ("ctx/getContext", "ctx/contextAtCursor")
 INDEX_UPDATED = "ctx/indexUpdated"
 UPDATE_NOTIFY_DELAY = 0.5  # seconds: ctx/indexUpdated goes out at once, then at most this often
 REFINE_DELAY = 1.0  # seconds without edits before jedi re-refines the changed files
-# seconds without changes or requests before a refresh's deferred cache write: it holds the folder's lock
-# (1.7 s after a Django checkout, its lexical snapshot included), so it waits for the user to pause
+# seconds without changes or requests before a refresh's deferred cache write: off Linux it holds the
+# folder's lock (1.7 s after a Django checkout, its lexical snapshot included); on Linux a forked child
+# writes, which still takes a core for that long: either way it waits for the user to pause
 SAVE_DELAY = 5.0
 
 
