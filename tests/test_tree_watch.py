@@ -221,3 +221,37 @@ def test_an_in_process_mcp_bridge_re_indexes_changes_on_disk_before_any_tool_cal
     finally:
         if bridge.watcher is not None:
             bridge.watcher.stop()
+
+
+@pytest.mark.skipif(not _use_inotify(), reason="inotify (Linux) only")
+def test_directories_a_gitignore_leaves_out_are_not_watched_until_it_lets_them_in(tmp_path: Path) -> None:
+    """A data or run-output folder the project ignores can hold thousands of directories: none gets a
+    watch, and nothing made there starts a refresh. Once the `.gitignore` changes, the owner looks at
+    the whole tree and the directories it lets in are watched."""
+    root = tmp_path / "ws"
+    for d in ("pkg/out/x", "data/run1/a", "data/run2"):
+        (root / d).mkdir(parents=True)
+    (root / ".gitignore").write_text("data/\nlogs/\n")
+    (root / "pkg" / ".gitignore").write_text("out\n")  # a nested one applies below its directory
+    seen: list[str] = []
+    w = TreeWatcher(root, py_only, lambda rels: seen.extend(rels) or [], quiet_ms=100)
+    w.start()
+    try:
+        assert wait_for(lambda: w.state()["watching"])
+        assert w.state()["dirs"] == 2 == kernel_watches()  # ws, pkg
+        (root / "data" / "run3").mkdir()  # not watched: no event at all
+        (root / "data" / "run1" / "m.py").write_text("X = 1\n")
+        (root / "pkg" / "out" / "x" / "m.py").write_text("X = 1\n")
+        (root / "logs").mkdir()  # made in a watched directory, but left out: no refresh
+        (root / "pkg" / "out2").mkdir()  # not left out: reported and watched
+        assert wait_for(lambda: "pkg/out2" in seen)
+        assert "logs" not in seen and w.state()["dirs"] == 3 == kernel_watches()
+        (root / ".gitignore").write_text("logs/\n")  # data/ is indexed from now on
+        assert wait_for(lambda: EVERYTHING in seen)
+        assert wait_for(lambda: w.state()["dirs"] == 8 == kernel_watches())  # + data, run1, run1/a, run2, run3
+        (root / "data" / "run2" / "late.py").write_text("X = 1\n")
+        assert wait_for(lambda: "data/run2/late.py" in seen)
+        assert not any(r.startswith(("logs", "pkg/out/")) for r in seen)
+    finally:
+        w.stop()
+    assert kernel_watches() == 0

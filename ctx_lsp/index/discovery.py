@@ -89,11 +89,12 @@ class FileFilter:
         return compile_patterns(patterns, strict=True)
 
 
-def listing_skips(root: Path, rel: str) -> bool:
-    """Whether `discover` would leave the file `rel` out for a reason found on its way down from the
-    root: a `.gitignore` of the root or of a directory above it, or a virtual environment above it.
-    For the paths that reach the index one by one (editor buffers, watched files), so they agree
-    with a listing of the tree (the rest of discover's rules are `WorkspaceIndex.accepts`')."""
+def listing_skips(root: Path, rel: str, is_dir: bool = False) -> bool:
+    """Whether `discover` would leave the file `rel` (with `is_dir`: the directory `rel` and all in it)
+    out for a reason found on its way down from the root: a `.gitignore` of the root or of a directory
+    above it, or a virtual environment above it. For the paths that reach the index one by one (editor
+    buffers, watched files, the directories a file watcher watches), so they agree with a listing of
+    the tree (the rest of discover's rules are `WorkspaceIndex.accepts`')."""
     parts = rel.split("/")
     specs: list[tuple[str, pathspec.PathSpec]] = []
     for i in range(len(parts)):
@@ -104,7 +105,7 @@ def listing_skips(root: Path, rel: str) -> bool:
         if ignore is not None:
             specs.append((rel_dir + "/" if rel_dir else "", ignore))
         here = "/".join(parts[: i + 1])
-        if specs and _ignored(specs, here if i == len(parts) - 1 else here + "/"):
+        if specs and _ignored(specs, here if i == len(parts) - 1 and not is_dir else here + "/"):
             return True
     return False
 

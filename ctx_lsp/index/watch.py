@@ -8,8 +8,9 @@ The daemon's requests still refresh first (size/mtime, then content), so there a
 event costs time, never a wrong answer.
 
 On Linux, inotify (through `inotify_simple`) with a watch on each directory the index may read from:
-not the skipped ones (`.git`, `node_modules`, `.venv`, `build`...), virtual environments or the cache
-directory. inotify watches are a per-user budget shared with every editor and tool (8,192 on older
+not the skipped ones (`.git`, `node_modules`, `.venv`, `build`...), virtual environments, those a
+`.gitignore` leaves out (data and run-output folders), or the cache directory; a changed `.gitignore`
+is a look at the whole tree, and the directories it lets in are watched from then on. inotify watches are a per-user budget shared with every editor and tool (8,192 on older
 kernels): a recursive watch of a tree with a `node_modules` or a virtual environment inside it spends
 thousands on directories whose events are dropped anyway, and can leave the user's editor unable to
 watch. watchdog sets a watch on every directory of the tree, with no way to leave some out, so it
@@ -32,13 +33,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ctx_lsp.index.discovery import SKIP_DIRS
+from ctx_lsp.index.discovery import SKIP_DIRS, listing_skips
 
 log = logging.getLogger(__name__)
 
 QUIET_MS = 200  # a batch ends once no event came for this long (a checkout writes its files in a burst)
 MAX_BATCH_MS = 1600  # ... or after this long, so a stream of writes still refreshes now and then
 EVERYTHING = "."  # in a batch: events were lost (the kernel queue overflowed), look at the whole tree
+GITIGNORE = ".gitignore"
 
 
 def _skipped_name(name: str) -> bool:
@@ -109,11 +111,25 @@ class TreeWatcher:
         return any(real.startswith(d) or real + os.sep == d for d in self.ignore)
 
     def skipped_dir(self, path: str, name: str) -> bool:
-        """Whether no event under the directory `path` (real) can count: a skipped directory or the cache."""
-        return _skipped_name(name) or self._ignored(path)
+        """Whether no event under the directory `path` (real) can count: a skipped directory, the cache,
+        or one a `.gitignore` leaves out (a run-output or data folder may hold thousands of directories)."""
+        return _skipped_name(name) or self._ignored(path) or self._gitignored(path)
+
+    def _gitignored(self, path: str) -> bool:
+        """Whether discovery leaves the directory `path` out by a `.gitignore` (or a virtual environment) above."""
+        try:
+            rel = Path(path).relative_to(self.root).as_posix()
+        except ValueError:
+            return False
+        return rel != "." and listing_skips(self.root, rel, is_dir=True)
 
     def offer(self, path: str, is_dir: bool) -> None:
         """One raw event's path: kept in the batch when it may change the index."""
+        if not is_dir and os.path.basename(path) == GITIGNORE:
+            # what is indexed may have changed anywhere below it: the owner looks at the whole tree
+            if not self._ignored(os.path.realpath(path)):
+                self._add(EVERYTHING)
+            return
         if not is_dir and not path.endswith(".py"):
             return  # the index reads .py files only; a log written line by line costs nothing here
         if self._ignored(os.path.realpath(path)):
@@ -122,7 +138,7 @@ class TreeWatcher:
             rel = Path(path).relative_to(self.root).as_posix()
         except ValueError:
             return
-        if relevant(rel, self.accepts, is_dir):
+        if relevant(rel, self.accepts, is_dir) and not (is_dir and self._gitignored(path)):
             self._add(rel)
 
     def _add(self, rel: str) -> None:
@@ -337,6 +353,10 @@ class _InotifyTree:
         if event.name == "pyvenv.cfg" and d != self.root and event.mask & (f.CREATE | f.MOVED_TO):
             self._drop_tree(d)  # a virtual environment being made: what pip installs there never counts
             return
+        if event.name == GITIGNORE and not is_dir:
+            # directories it no longer leaves out are watched from now on (those it now leaves out keep
+            # their watches: their events are dropped as the index's own rules drop them)
+            self._add_tree(d)
         if is_dir:
             if event.mask & (f.DELETE | f.MOVED_FROM):
                 self._drop_tree(path)
