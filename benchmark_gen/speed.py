@@ -368,9 +368,13 @@ def _ms(values: list[float] | None, q: float) -> float | None:
 def _sync_tree(tree: Path, other: Path) -> int:
     """Make `tree` hold exactly `other`'s files, the way a checkout does: changed and new files are
     written (with a new mtime), removed ones deleted, unchanged ones left alone. Returns how many .py
-    files were added, changed or removed."""
+    files were added, changed or removed.
+
+    As git does, what to change is worked out first and then written in one burst: comparing the trees
+    reads every file of both, and writes spread over that time would reach a watching daemon or server
+    as several batches, which no `git checkout` makes."""
     wanted: set[str] = set()
-    touched = 0
+    writes: list[tuple[Path, bytes]] = []
     for dirpath, dirnames, filenames in os.walk(other):
         dirnames[:] = [d for d in dirnames if d != ".git"]
         for name in filenames:
@@ -379,19 +383,21 @@ def _sync_tree(tree: Path, other: Path) -> int:
             wanted.add(rel)
             dst = tree / rel
             data = src.read_bytes()
-            if dst.is_file() and dst.read_bytes() == data:
-                continue
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.write_bytes(data)
-            touched += rel.endswith(".py")
+            if not (dst.is_file() and dst.read_bytes() == data):
+                writes.append((dst, data))
+    removes: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(tree):
         dirnames[:] = [d for d in dirnames if d != ".git"]
         for name in filenames:
             path = Path(dirpath) / name
             if path.relative_to(tree).as_posix() not in wanted:
-                path.unlink()
-                touched += name.endswith(".py")
-    return touched
+                removes.append(path)
+    for dst, data in writes:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(data)
+    for path in removes:
+        path.unlink()
+    return sum(p.name.endswith(".py") for p, _ in writes) + sum(p.name.endswith(".py") for p in removes)
 
 
 def _queryable(events: list[tuple[float, dict[str, Any]]]) -> tuple[float, dict[str, Any]]:

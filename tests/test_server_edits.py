@@ -33,6 +33,8 @@ from test_server import (
     wait_indexed,
 )
 
+from ctx_lsp.server.server import UPDATE_NOTIFY_DELAY
+
 
 @pytest_lsp.fixture(params=PROFILES, config=ClientServerConfig(server_command=SERVER))
 async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest, tmp_path: Path):
@@ -176,6 +178,38 @@ async def test_index_updated_notification_after_an_edit(client: LanguageClient) 
     assert fresh[0].files == 4 and uri(ws, "shop/models.py") == u
 
 
+
+
+
+async def test_one_update_is_told_once(bare: LanguageClient, tmp_path: Path) -> None:
+    """An edit folded in (and a file changed on disk) is one ctx/indexUpdated: the index listener tells
+    it; the request that applied it must not schedule a second one, which went out up to 0.5 s later
+    for nothing new (a checkout looked that much slower to a client waiting for the last one)."""
+    ws = copy_workspace(tmp_path / "ws")
+    await initialize(bare, ws, "neovim", tmp_path / "cache", init={"jediRefinement": False})
+    await wait_indexed(bare)
+    await asyncio.sleep(1.0)  # the start's own notifications are out
+    updates = bare.index_updates  # type: ignore[attr-defined]
+
+    async def told_after(change: Any) -> list[Any]:
+        seen = len(updates)
+        change()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while len(updates) == seen:
+            assert loop.time() < deadline, "no ctx/indexUpdated"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(UPDATE_NOTIFY_DELAY + 0.7)  # a second one would be out by now
+        return updates[seen:]
+
+    u = did_open(bare, "shop/models.py")
+    got = await told_after(lambda: did_change(bare, u, 2, types.Range(start=types.Position(line=0, character=0),
+                                                                     end=types.Position(line=0, character=0)),
+                                              "import os\n"))
+    assert len(got) == 1 and list(got[0].dirty_files) == ["shop/models.py"], got
+    # Neovim on Linux: the server watches the folder itself
+    got = await told_after(lambda: (ws / "shop" / "extra.py").write_text("def extra():\n    return 1\n"))
+    assert len(got) == 1 and got[0].files == 5, got
 
 
 # -- servers with their own settings ------------------------------------------------------------------

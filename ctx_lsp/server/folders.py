@@ -57,6 +57,7 @@ class Root:
     embed_again: bool = False
     watcher: Any = None  # ctx_lsp.index.watch.TreeWatcher when the server watches the folder itself
     buffers: dict[str, str] = field(default_factory=dict)  # rel -> text of the buffers folded into the graph
+    updates: int = 0  # index updates so far (counted by the server's index listener, in the updating thread)
     _waiting: int = 0
     # changes taken from `pending` (in message order) and not yet applied; drained under the lock
     _backlog: list[tuple[list[tuple[str, str, str | None]], list[tuple[str, str]]]] = field(default_factory=list)

@@ -248,14 +248,17 @@ class CtxLanguageServer(LanguageServer):
         self._take_changes(root)
         pos = Positions(self.encoding, self.buffers(), root.path)
 
-        def work() -> tuple[int, T]:
+        def work() -> tuple[int, bool, T]:
             with root.reading() as engine:
+                before = root.updates
                 applied = 0 if root.indexing else root.drain()  # never mutate the index mid-build
-                return applied, fn(Ctx(root, engine, pos, checkpoint or _no_checkpoint))
+                return applied, root.updates != before, fn(Ctx(root, engine, pos, checkpoint or _no_checkpoint))
 
-        applied, result = await asyncio.to_thread(work)
+        applied, told, result = await asyncio.to_thread(work)
         if applied:
-            self.schedule_index_updated()
+            if not told:  # the index listener already scheduled ctx/indexUpdated for an update it saw:
+                # a second one would go out up to UPDATE_NOTIFY_DELAY later, for nothing new
+                self.schedule_index_updated()
             self.schedule_refinement(root)
             schedule_embedding(self, root)
         self.save_later(root)
@@ -403,14 +406,15 @@ class CtxLanguageServer(LanguageServer):
         if any(r.path == path for r in self.roots):
             return None
         root = Root(name or path.name, path, path_to_uri(path), make_engine(self.options, path))
-        root.engine.index.listeners.append(self._listener())
+        root.engine.index.listeners.append(self._listener(root))
         self.roots.append(root)
         return root
 
-    def _listener(self) -> Callable[[set[str]], None]:
+    def _listener(self, root: Root) -> Callable[[set[str]], None]:
         loop = asyncio.get_running_loop()
 
         def changed(paths: set[str]) -> None:  # called in worker threads after every index update
+            root.updates += 1  # under the engine lock: one updater at a time
             loop.call_soon_threadsafe(self.schedule_index_updated)
 
         return changed
@@ -530,7 +534,7 @@ class CtxLanguageServer(LanguageServer):
                 if drop_cache:
                     old.index.store.path.unlink(missing_ok=True)  # inside the cache directory
             root.set_engine(make_engine(self.options, root.path))
-            root.engine.index.listeners.append(self._listener())
+            root.engine.index.listeners.append(self._listener(root))
             for uri in self.workspace.text_documents:
                 p = uri_to_path(uri)
                 rel = rel_in(root.path, p) if p is not None else None
