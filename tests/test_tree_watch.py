@@ -227,7 +227,7 @@ def test_an_in_process_mcp_bridge_re_indexes_changes_on_disk_before_any_tool_cal
 def test_directories_a_gitignore_leaves_out_are_not_watched_until_it_lets_them_in(tmp_path: Path) -> None:
     """A data or run-output folder the project ignores can hold thousands of directories: none gets a
     watch, and nothing made there starts a refresh. Once the `.gitignore` changes, the owner looks at
-    the whole tree and the directories it lets in are watched."""
+    the whole tree, and the watches follow what it lets in and leaves out."""
     root = tmp_path / "ws"
     for d in ("pkg/out/x", "data/run1/a", "data/run2"):
         (root / d).mkdir(parents=True)
@@ -252,6 +252,8 @@ def test_directories_a_gitignore_leaves_out_are_not_watched_until_it_lets_them_i
         (root / "data" / "run2" / "late.py").write_text("X = 1\n")
         assert wait_for(lambda: "data/run2/late.py" in seen)
         assert not any(r.startswith(("logs", "pkg/out/")) for r in seen)
+        (root / ".gitignore").write_text("data/\nlogs/\n")  # left out again: its watches are given back
+        assert wait_for(lambda: w.state()["dirs"] == 3 == kernel_watches())
     finally:
         w.stop()
     assert kernel_watches() == 0

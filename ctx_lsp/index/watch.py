@@ -10,7 +10,7 @@ event costs time, never a wrong answer.
 On Linux, inotify (through `inotify_simple`) with a watch on each directory the index may read from:
 not the skipped ones (`.git`, `node_modules`, `.venv`, `build`...), virtual environments, those a
 `.gitignore` leaves out (data and run-output folders), or the cache directory; a changed `.gitignore`
-is a look at the whole tree, and the directories it lets in are watched from then on. inotify watches are a per-user budget shared with every editor and tool (8,192 on older
+is a look at the whole tree, and the watches follow what it now lets in and leaves out. inotify watches are a per-user budget shared with every editor and tool (8,192 on older
 kernels): a recursive watch of a tree with a `node_modules` or a virtual environment inside it spends
 thousands on directories whose events are dropped anyway, and can leave the user's editor unable to
 watch. watchdog sets a watch on every directory of the tree, with no way to leave some out, so it
@@ -308,6 +308,16 @@ class _InotifyTree:
         self.paths[wd], self.wds[d] = d, wd
         return True
 
+    def _rescan(self, top: str) -> None:
+        """A `.gitignore` in `top` changed: stop watching the directories under it that it now leaves
+        out, and watch those it now lets in. (A file being rewritten can be read half-written, empty
+        say: the event its last write raises puts the watches right.)"""
+        inside = top + os.sep
+        for d in [d for d in self.wds if d.startswith(inside)]:
+            if d in self.wds and self.watcher.skipped_dir(d, os.path.basename(d)):
+                self._drop_tree(d)
+        self._add_tree(top)
+
     def _drop_tree(self, top: str) -> None:
         """Stop watching `top` and the directories under it (deleted or moved: a moved directory's
         watches would go on under its old path)."""
@@ -354,9 +364,7 @@ class _InotifyTree:
             self._drop_tree(d)  # a virtual environment being made: what pip installs there never counts
             return
         if event.name == GITIGNORE and not is_dir:
-            # directories it no longer leaves out are watched from now on (those it now leaves out keep
-            # their watches: their events are dropped as the index's own rules drop them)
-            self._add_tree(d)
+            self._rescan(d)
         if is_dir:
             if event.mask & (f.DELETE | f.MOVED_FROM):
                 self._drop_tree(path)
