@@ -257,3 +257,23 @@ def test_directories_a_gitignore_leaves_out_are_not_watched_until_it_lets_them_i
     finally:
         w.stop()
     assert kernel_watches() == 0
+
+
+def test_a_gitignore_counts_only_where_something_is_indexed(tmp_path: Path) -> None:
+    """A `.gitignore` written where files are indexed is a look at the whole tree; one inside a skipped
+    or ignored directory (`npm install` writes them by the hundred in node_modules, and watchdog,
+    which watches everything, sees them) is nothing."""
+    root = tmp_path / "ws"
+    for d in ("pkg", "node_modules/left-pad", "data/run1", ".cache"):
+        (root / d).mkdir(parents=True)
+    (root / ".gitignore").write_text("data/\n")
+    w = TreeWatcher(root, py_only, lambda rels: [], ignore=[root / ".cache"])
+    real = os.path.realpath(root)
+    for rel in ("node_modules/left-pad/.gitignore", "data/run1/.gitignore", ".cache/.gitignore", "pkg/notes.txt"):
+        w.offer(os.path.join(real, rel), False)
+    assert w._batch == set()
+    w.offer(os.path.join(real, "pkg", ".gitignore"), False)
+    assert w._batch == {EVERYTHING}
+    w._batch.clear()
+    w.offer(os.path.join(real, ".gitignore"), False)
+    assert w._batch == {EVERYTHING}

@@ -115,6 +115,17 @@ class TreeWatcher:
         or one a `.gitignore` leaves out (a run-output or data folder may hold thousands of directories)."""
         return _skipped_name(name) or self._ignored(path) or self._gitignored(path)
 
+    def _unindexed_dir(self, path: str) -> bool:
+        """Whether nothing under the directory `path` is indexed: it is or lies in a skipped one, or a
+        `.gitignore` above leaves it out."""
+        try:
+            rel = Path(path).relative_to(self.root).as_posix()
+        except ValueError:
+            return True
+        if rel == ".":
+            return False
+        return any(_skipped_name(p) for p in rel.split("/")) or listing_skips(self.root, rel, is_dir=True)
+
     def _gitignored(self, path: str) -> bool:
         """Whether discovery leaves the directory `path` out by a `.gitignore` (or a virtual environment) above."""
         try:
@@ -127,7 +138,10 @@ class TreeWatcher:
         """One raw event's path: kept in the batch when it may change the index."""
         if not is_dir and os.path.basename(path) == GITIGNORE:
             # what is indexed may have changed anywhere below it: the owner looks at the whole tree
-            if not self._ignored(os.path.realpath(path)):
+            # (not for one inside a directory nothing is indexed from: `npm install` writes them by
+            # the hundred in node_modules, where watchdog, unlike our inotify tree, sees them)
+            folder = os.path.dirname(path)
+            if not self._ignored(os.path.realpath(path)) and not self._unindexed_dir(folder):
                 self._add(EVERYTHING)
             return
         if not is_dir and not path.endswith(".py"):
