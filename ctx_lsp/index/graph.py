@@ -44,18 +44,18 @@ class CodeGraph:
             self._drop_node(node_id)
         node = self._node
         for n in nodes:
-            prev = node.get(n.id)
-            if prev is not None:
-                if prev.name.lower() != n.name.lower():
-                    self._unindex(prev)
-                node[n.id] = n
-            else:
-                node[n.id] = n
-                self._succ[n.id] = {}
-                self._pred[n.id] = {}
-                # edges stored anywhere that waited for this node: linked by the next relink()
-                self._recheck.update(self._waiting.pop(n.id, ()))
-            self.by_name.setdefault(n.name.lower(), set()).add(n.id)
+            nid = n[0]
+            if nid in node:
+                # the same id is the same path and qualname, so the same name, indexed already: after
+                # a checkout most nodes of a changed file persist (~0.2 s of Django's otherwise)
+                node[nid] = n
+                continue
+            node[nid] = n
+            self._succ[nid] = {}
+            self._pred[nid] = {}
+            # edges stored anywhere that waited for this node: linked by the next relink()
+            self._recheck.update(self._waiting.pop(nid, ()))
+            self.by_name.setdefault(n.name.lower(), set()).add(nid)
         self.file_nodes[path] = new_ids
         self.revision += 1
 
