@@ -46,8 +46,8 @@ class CodeGraph:
         for n in nodes:
             nid = n[0]
             if nid in node:
-                # the same id is the same path and qualname, so the same name, indexed already: after
-                # a checkout most nodes of a changed file persist (~0.2 s of Django's otherwise)
+                # the same id is the same path and qualname, so the same name, indexed already (after
+                # a checkout most nodes of a changed file persist: two thirds of this loop's time)
                 node[nid] = n
                 continue
             node[nid] = n

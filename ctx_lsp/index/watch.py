@@ -10,8 +10,8 @@ event costs time, never a wrong answer.
 On Linux, inotify (through `inotify_simple`) with a watch on each directory the index may read from:
 not the skipped ones (`.git`, `node_modules`, `.venv`, `build`...), virtual environments, those a
 `.gitignore` leaves out (data and run-output folders), or the cache directory; a changed `.gitignore`
-is a look at the whole tree, and the watches follow what it now lets in and leaves out. inotify watches are a per-user budget shared with every editor and tool (8,192 on older
-kernels): a recursive watch of a tree with a `node_modules` or a virtual environment inside it spends
+is a look at the whole tree, and the watches follow what it now lets in and leaves out. inotify
+watches are a per-user budget shared with every editor and tool (8,192 on older kernels): a recursive watch of a tree with a `node_modules` or a virtual environment inside it spends
 thousands on directories whose events are dropped anyway, and can leave the user's editor unable to
 watch. watchdog sets a watch on every directory of the tree, with no way to leave some out, so it
 serves the other platforms (FSEvents on macOS, one handle per tree on Windows). Either way only writes,
@@ -115,24 +115,24 @@ class TreeWatcher:
         or one a `.gitignore` leaves out (a run-output or data folder may hold thousands of directories)."""
         return _skipped_name(name) or self._ignored(path) or self._gitignored(path)
 
-    def _unindexed_dir(self, path: str) -> bool:
-        """Whether nothing under the directory `path` is indexed: it is or lies in a skipped one, or a
-        `.gitignore` above leaves it out."""
+    def _rel(self, path: str) -> str | None:
         try:
-            rel = Path(path).relative_to(self.root).as_posix()
+            return Path(path).relative_to(self.root).as_posix()
         except ValueError:
-            return True
-        if rel == ".":
-            return False
-        return any(_skipped_name(p) for p in rel.split("/")) or listing_skips(self.root, rel, is_dir=True)
+            return None
 
     def _gitignored(self, path: str) -> bool:
         """Whether discovery leaves the directory `path` out by a `.gitignore` (or a virtual environment) above."""
-        try:
-            rel = Path(path).relative_to(self.root).as_posix()
-        except ValueError:
-            return False
-        return rel != "." and listing_skips(self.root, rel, is_dir=True)
+        rel = self._rel(path)
+        return rel is not None and rel != "." and listing_skips(self.root, rel, is_dir=True)
+
+    def _unindexed_dir(self, path: str) -> bool:
+        """Whether nothing under the directory `path` is indexed: outside the root, in a skipped
+        directory, or left out by a `.gitignore` above."""
+        rel = self._rel(path)
+        if rel is None:
+            return True
+        return any(_skipped_name(p) for p in rel.split("/")) or self._gitignored(path)
 
     def offer(self, path: str, is_dir: bool) -> None:
         """One raw event's path: kept in the batch when it may change the index."""
