@@ -11,9 +11,10 @@ On Linux, inotify (through `inotify_simple`) with a watch on each directory the 
 not the skipped ones (`.git`, `node_modules`, `.venv`, `build`...), virtual environments, those a
 `.gitignore` leaves out (data and run-output folders), or the cache directory; a changed `.gitignore`
 is a look at the whole tree, and the watches follow what it now lets in and leaves out. inotify
-watches are a per-user budget shared with every editor and tool (8,192 on older kernels): a recursive watch of a tree with a `node_modules` or a virtual environment inside it spends
-thousands on directories whose events are dropped anyway, and can leave the user's editor unable to
-watch. watchdog sets a watch on every directory of the tree, with no way to leave some out, so it
+watches are a per-user budget shared with every editor and tool (8,192 on older kernels): a recursive
+watch of a tree with a `node_modules` or a virtual environment inside it spends thousands on
+directories whose events are dropped anyway, and can leave the user's editor unable to watch.
+watchdog sets a watch on every directory of the tree, with no way to leave some out, so it
 serves the other platforms (FSEvents on macOS, one handle per tree on Windows). Either way only writes,
 creations, deletions and moves are asked for: with opens in the mask every directory the index's own
 discovery lists raises an event, which cost each daemon call ~20 ms on Django (watchfiles cannot
