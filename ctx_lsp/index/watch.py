@@ -128,12 +128,12 @@ class TreeWatcher:
         return rel is not None and rel != "." and listing_skips(self.root, rel, is_dir=True)
 
     def _unindexed_dir(self, path: str) -> bool:
-        """Whether nothing under the directory `path` is indexed: outside the root, in a skipped
-        directory, or left out by a `.gitignore` above."""
+        """Whether nothing under the directory `path` is indexed: outside the root, a skipped directory
+        or in one (`relevant`), or left out by a `.gitignore` above."""
         rel = self._rel(path)
         if rel is None:
             return True
-        return any(_skipped_name(p) for p in rel.split("/")) or self._gitignored(path)
+        return rel != "." and (not relevant(rel, self.accepts, is_dir=True) or self._gitignored(path))
 
     def offer(self, path: str, is_dir: bool) -> None:
         """One raw event's path: kept in the batch when it may change the index."""
