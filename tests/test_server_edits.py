@@ -270,6 +270,26 @@ async def test_settings_invalid_values_warn_and_configuration_is_honoured(bare: 
     assert pack["budget"] == 4000
 
 
+async def test_a_changed_exclude_setting_moves_the_servers_own_watches(bare: LanguageClient, tmp_path: Path) -> None:
+    """Neovim on Linux: the server's own watcher sets no watch in folders the exclude globs leave out.
+    When the setting changes, the folder is re-indexed and the watches follow it: a file written
+    afterwards in a folder no longer excluded reaches the index with no notification from the client."""
+    ws = copy_workspace(tmp_path / "ws")
+    (ws / "vendored" / "lib").mkdir(parents=True)
+    (ws / "vendored" / "lib" / "old.py").write_text("def old():\n    return 1\n", encoding="utf-8")
+    settings = {"exclude": ["vendored/"], "jediRefinement": False}
+    bare.set_configuration(settings, section="ctx")
+    await initialize(bare, ws, "neovim", tmp_path / "cache", init=settings)
+    assert (await wait_indexed(bare))["files"] == 4
+    await poll_status(bare, lambda s: s["folders"][0]["watching"] is True)
+    bare.set_configuration({"exclude": [], "jediRefinement": False}, section="ctx")
+    bare.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"ctx": {"exclude": [], "jediRefinement": False}}))
+    await poll_status(bare, lambda s: s["files"] == 5 and not s["indexing"] and s["folders"][0]["watching"] is True)
+    (ws / "vendored" / "lib" / "new.py").write_text("def new():\n    return 2\n", encoding="utf-8")
+    await poll_status(bare, lambda s: s["files"] == 6, timeout=20)
+
+
 async def test_multi_root_workspace(bare: LanguageClient, tmp_path: Path) -> None:
     a = copy_workspace(tmp_path / "alpha")
     b = copy_workspace(tmp_path / "beta")

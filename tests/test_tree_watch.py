@@ -277,3 +277,40 @@ def test_a_gitignore_counts_only_where_something_is_indexed(tmp_path: Path) -> N
     w._batch.clear()
     w.offer(os.path.join(real, ".gitignore"), False)
     assert w._batch == {EVERYTHING}
+
+
+@pytest.mark.skipif(not _use_inotify(), reason="inotify (Linux) only")
+def test_directories_the_users_exclude_globs_leave_out_are_not_watched(tmp_path: Path) -> None:
+    """`--exclude` names folders discovery never lists (a dataset, generated code): the daemon's and the
+    MCP bridge's watcher sets no watch there and starts no refresh for what is made there, as for a
+    `.gitignore`; a glob that only names files leaves their directories watched."""
+    from ctx_lsp.index.discovery import FileFilter
+    from ctx_lsp.index.workspace import WorkspaceIndex
+
+    root = tmp_path / "ws"
+    for d in ("pkg/gen/v1", "pkg/core", "datasets/a/b", "notes"):
+        (root / d).mkdir(parents=True)
+    idx = WorkspaceIndex(root, cache_dir=tmp_path / "cache",
+                         flt=FileFilter(exclude=("datasets/", "pkg/gen/**", "notes/*.py")))
+    assert not idx.accepts_dir("datasets") and not idx.accepts_dir("datasets/a/b")
+    assert not idx.accepts_dir("pkg/gen") and not idx.accepts_dir("pkg/gen/v1")
+    assert idx.accepts_dir("pkg") and idx.accepts_dir("pkg/core") and idx.accepts_dir("notes")
+    assert not idx.accepts_dir("pkg/__pycache__")
+    seen: list[str] = []
+    w = TreeWatcher(root, idx.accepts, lambda rels: seen.extend(rels) or [], quiet_ms=100,
+                    accepts_dir=idx.accepts_dir)
+    w.start()
+    try:
+        assert wait_for(lambda: w.state()["watching"])
+        assert w.state()["dirs"] == 4 == kernel_watches()  # ws, pkg, pkg/core, notes
+        (root / "datasets" / "c").mkdir()  # made in an unwatched directory: no event at all
+        (root / "pkg" / "gen" / "v2").mkdir()  # made where nothing is watched either
+        (root / "datasets2").mkdir()  # a sibling the glob does not name: watched and reported
+        (root / "notes" / "n.py").write_text("X = 1\n")  # an excluded file: no refresh
+        (root / "pkg" / "core" / "m.py").write_text("X = 1\n")
+        assert wait_for(lambda: "pkg/core/m.py" in seen and "datasets2" in seen)
+        assert not any(r.startswith(("datasets/", "pkg/gen", "notes/")) for r in seen), seen
+        assert w.state()["dirs"] == 5 == kernel_watches()
+    finally:
+        w.stop()
+    assert kernel_watches() == 0

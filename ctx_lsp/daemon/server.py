@@ -62,7 +62,8 @@ class Daemon:
         self.watcher: TreeWatcher | None = None
         if watch:
             idx = self.engine.index
-            self.watcher = TreeWatcher(self.engine.root, idx.accepts, self._background_refresh, ignore=[cache_dir])
+            self.watcher = TreeWatcher(self.engine.root, idx.accepts, self._background_refresh, ignore=[cache_dir],
+                                       accepts_dir=idx.accepts_dir)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def warm(self) -> None:

@@ -72,9 +72,13 @@ class TreeWatcher:
     """
 
     def __init__(self, root: Path, accepts: Callable[[str], bool], on_change: Callable[[list[str]], Any],
-                 ignore: Iterable[Path] = (), quiet_ms: int = QUIET_MS, max_batch_ms: int = MAX_BATCH_MS) -> None:
+                 ignore: Iterable[Path] = (), quiet_ms: int = QUIET_MS, max_batch_ms: int = MAX_BATCH_MS,
+                 accepts_dir: Callable[[str], bool] | None = None) -> None:
         self.root = Path(os.path.realpath(root))
         self.accepts = accepts
+        # whether discovery goes into a directory (WorkspaceIndex.accepts_dir: the user's exclude globs
+        # too); by default only what a `.gitignore` or a virtual environment leaves out
+        self.accepts_dir = accepts_dir or (lambda rel: not listing_skips(self.root, rel, is_dir=True))
         self.on_change = on_change
         self.ignore = tuple(os.path.realpath(p) + os.sep for p in ignore)
         self.quiet_s, self.max_batch_s = quiet_ms / 1000, max_batch_ms / 1000
@@ -113,8 +117,8 @@ class TreeWatcher:
 
     def skipped_dir(self, path: str, name: str) -> bool:
         """Whether no event under the directory `path` (real) can count: a skipped directory, the cache,
-        or one a `.gitignore` leaves out (a run-output or data folder may hold thousands of directories)."""
-        return _skipped_name(name) or self._ignored(path) or self._gitignored(path)
+        or one discovery leaves out (a run-output or data folder may hold thousands of directories)."""
+        return _skipped_name(name) or self._ignored(path) or self._left_out(path)
 
     def _rel(self, path: str) -> str | None:
         try:
@@ -122,18 +126,19 @@ class TreeWatcher:
         except ValueError:
             return None
 
-    def _gitignored(self, path: str) -> bool:
-        """Whether discovery leaves the directory `path` out by a `.gitignore` (or a virtual environment) above."""
+    def _left_out(self, path: str) -> bool:
+        """Whether discovery leaves the directory `path` out (`accepts_dir`: a `.gitignore` or a virtual
+        environment above it, an exclude glob of the user's)."""
         rel = self._rel(path)
-        return rel is not None and rel != "." and listing_skips(self.root, rel, is_dir=True)
+        return rel is not None and rel != "." and not self.accepts_dir(rel)
 
     def _unindexed_dir(self, path: str) -> bool:
         """Whether nothing under the directory `path` is indexed: outside the root, a skipped directory
-        or in one (`relevant`), or left out by a `.gitignore` above."""
+        or in one (`relevant`), or left out by discovery."""
         rel = self._rel(path)
         if rel is None:
             return True
-        return rel != "." and (not relevant(rel, self.accepts, is_dir=True) or self._gitignored(path))
+        return rel != "." and (not relevant(rel, self.accepts, is_dir=True) or self._left_out(path))
 
     def offer(self, path: str, is_dir: bool) -> None:
         """One raw event's path: kept in the batch when it may change the index."""
@@ -153,7 +158,7 @@ class TreeWatcher:
             rel = Path(path).relative_to(self.root).as_posix()
         except ValueError:
             return
-        if relevant(rel, self.accepts, is_dir) and not (is_dir and self._gitignored(path)):
+        if relevant(rel, self.accepts, is_dir) and not (is_dir and self._left_out(path)):
             self._add(rel)
 
     def _add(self, rel: str) -> None:

@@ -998,6 +998,21 @@ class WorkspaceIndex:
             return False
         return not listing_skips(self.root, rel)  # .gitignore and virtual environments, as discover
 
+    def accepts_dir(self, rel: str) -> bool:
+        """Whether discovery goes into the workspace-relative directory `rel` (for a file watcher: no
+        watch where nothing is listed): no part of it a skipped directory, and neither it nor a
+        directory above it left out by an exclude glob, a `.gitignore` or a virtual environment."""
+        from ctx_lsp.index.discovery import SKIP_DIRS, listing_skips
+
+        parts = rel.split("/")
+        if any(p in SKIP_DIRS or p.endswith(".egg-info") for p in parts):
+            return False
+        exc = self.filter.spec(self.filter.exclude)
+        # discovery tests each directory on its way down, as "dir/" (a glob may name a parent only)
+        if exc is not None and any(exc.match_file("/".join(parts[: i + 1]) + "/") for i in range(len(parts))):
+            return False
+        return not listing_skips(self.root, rel, is_dir=True)
+
     def update_file(self, rel: str, text: str, overlay: bool = False,
                     disk_stat: tuple[int, int] | None = None) -> int:
         """Set one file's content (an editor buffer or the disk). Returns the number of files re-bound.

@@ -74,7 +74,7 @@ class Bridge:
 
             ix = self.engine.index
             self.watcher = TreeWatcher(self.root, ix.accepts, lambda _rels: self.engine.refresh(),
-                                       ignore=[ix.cache_dir])
+                                       ignore=[ix.cache_dir], accepts_dir=ix.accepts_dir)
             self.watcher.start()
 
         self._warm = threading.Thread(target=run, name="ctx-lsp-mcp-open", daemon=True)

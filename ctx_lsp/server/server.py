@@ -311,8 +311,10 @@ class CtxLanguageServer(LanguageServer):
         def on_change(rels: list[str]) -> None:  # the watcher's thread: hand the batch to the loop
             loop.call_soon_threadsafe(self.disk_changed, root, rels)
 
+        # through root.engine: a re-index (changed settings) replaces the engine; reindex restarts this
         root.watcher = TreeWatcher(root.path, lambda rel: root.engine.index.accepts(rel), on_change,
-                                   ignore=[root.engine.index.cache_dir])
+                                   ignore=[root.engine.index.cache_dir],
+                                   accepts_dir=lambda rel: root.engine.index.accepts_dir(rel))
         root.watcher.start()
 
     def disk_changed(self, root: Root, rels: list[str]) -> None:
@@ -535,6 +537,9 @@ class CtxLanguageServer(LanguageServer):
                     old.index.store.path.unlink(missing_ok=True)  # inside the cache directory
             root.set_engine(make_engine(self.options, root.path))
             root.engine.index.listeners.append(self._listener(root))
+            if root.watcher is not None:  # its watches follow the new exclude globs and cache directory
+                self.stop_watching(root)
+                self.watch_folder(root)
             for uri in self.workspace.text_documents:
                 p = uri_to_path(uri)
                 rel = rel_in(root.path, p) if p is not None else None
