@@ -15,7 +15,7 @@ import os
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,7 +86,13 @@ class FileFilter:
     def spec(self, patterns: tuple[str, ...]) -> pathspec.PathSpec | None:
         """The compiled globs; raises InvalidPattern for one that does not compile (the CLI and the
         server's settings check them first)."""
-        return compile_patterns(patterns, strict=True)
+        return _strict_spec(patterns)
+
+
+@lru_cache(maxsize=64)
+def _strict_spec(patterns: tuple[str, ...]) -> pathspec.PathSpec | None:
+    # compiled once per set of globs: the index and the file watcher ask per file and per directory
+    return compile_patterns(patterns, strict=True)
 
 
 def listing_skips(root: Path, rel: str, is_dir: bool = False) -> bool:
