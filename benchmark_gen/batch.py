@@ -58,12 +58,12 @@ def evaluate_unit(bench: str, root: str, names: list[str] | None, ks: tuple[int,
 
 
 def swebench_unit(instances: list[dict[str, Any]], work: str, budget: int, features: frozenset[str],
-                  ablate: list[str], dense: bool = False,
-                  git_history: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                  ablate: list[str], dense: bool = False, git_history: bool = False,
+                  explain: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(results, errors) of one repository's instances (runs on a worker; per-instance lines dropped,
     the driver prints one line per repository)."""
     return swebench.evaluate(instances, Path(work), budget, features, ablate, log=io.StringIO(), dense=dense,
-                              git_history=git_history)
+                              explain=explain, git_history=git_history)
 
 
 def run_batch(args: argparse.Namespace) -> int:
@@ -185,7 +185,7 @@ def _swebench(args: argparse.Namespace, sched: batch_runner.Scheduler) -> int:
     for inst in sel.instances:
         by_repo.setdefault(inst["repo"], []).append(inst)
     units = [Unit(repo, swebench_unit, (insts, str(sel.work), sel.budget, sel.features, sel.ablate, sel.dense,
-                                          sel.git_history),
+                                          sel.git_history, sel.explain),
                   len(insts))
              for repo, insts in by_repo.items()]
     outcomes = batch_runner.run_units(units, sched, log=sys.stderr, worker_memory=args.worker_memory,

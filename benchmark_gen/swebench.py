@@ -289,6 +289,7 @@ class Selection:
     config: dict[str, Any]
     dense: bool = False  # --dense: also the rows of DENSE_ROWS
     git_history: bool = False  # --git-history: trees are git work trees at their base commit
+    explain: bool = False  # --explain: each instance keeps its ranking's raw inputs
 
 
 def selection(args: argparse.Namespace, prog: str = "swebench") -> Selection | None:
@@ -316,7 +317,7 @@ def selection(args: argparse.Namespace, prog: str = "swebench") -> Selection | N
               "ids": sorted(ids) if ids else None, "repos": sorted(repos) if repos else None,
               "ablate": ablate, "selected": len(chosen)}
     return Selection(chosen, work, args.budget, features, ablate, config, bool(getattr(args, "dense", False)),
-                     config["git_history"])
+                     config["git_history"], bool(getattr(args, "explain", False)))
 
 
 def finish(args: argparse.Namespace, sel: Selection, results: list[dict[str, Any]], errors: list[dict[str, Any]],
@@ -334,7 +335,7 @@ def run_swebench(args: argparse.Namespace) -> int:
         return 2
     t0 = time.perf_counter()
     results, errors = evaluate(sel.instances, sel.work, sel.budget, sel.features, sel.ablate, dense=sel.dense,
-                               explain=bool(getattr(args, "explain", False)), git_history=sel.git_history)
+                               explain=sel.explain, git_history=sel.git_history)
     return finish(args, sel, results, errors, time.perf_counter() - t0)
 
 

@@ -203,9 +203,11 @@ def swe_md_untimed(md: str) -> str:
 
 
 def test_swebench_on_a_local_cluster(swe: dict[str, Any]) -> None:
-    r1, single = _swe_run(swe, "single", swe["data"], "swebench")
-    r, batch = _swe_run(swe, "batch", swe["data"], "batch", "swebench", *CLUSTER)
+    r1, single = _swe_run(swe, "single", swe["data"], "swebench", "--explain")
+    r, batch = _swe_run(swe, "batch", swe["data"], "batch", "swebench", "--explain", *CLUSTER)
     assert untimed(batch) == untimed(single)
+    # --explain reaches the workers: each instance keeps its ranking's inputs, as in one process
+    assert all(i.get("explain") for i in batch["instances"]), [sorted(i) for i in batch["instances"]]
     assert swe_md_untimed(r.stdout) == swe_md_untimed(r1.stdout) and "acme__shop-999" in r.stdout
     assert [i["instance_id"] for i in batch["instances"]] == [  # repository order, each in base-commit date order
         "acme__shop-299", "acme__shop-300", "mid__shop-299", "mid__shop-300", "zeta__shop-299", "zeta__shop-300"]
@@ -214,7 +216,7 @@ def test_swebench_on_a_local_cluster(swe: dict[str, Any]) -> None:
     assert sorted(ln.split()[1] for ln in progress) == ["acme/shop", "mid/shop", "zeta/shop"]  # one line per repository
 
     # a repository whose unit fails (its lines lack the mirror): its instances are reported, the rest complete
-    r, part = _swe_run(swe, "broken", swe["broken"], "batch", "swebench", *CLUSTER)
+    r, part = _swe_run(swe, "broken", swe["broken"], "batch", "swebench", "--explain", *CLUSTER)
     assert any("bad/shop FAILED KeyError" in ln for ln in r.stderr.splitlines())
     assert untimed(part["instances"]) == untimed(single["instances"])
     assert untimed(part["aggregates"]) == untimed(single["aggregates"])
