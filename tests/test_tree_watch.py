@@ -314,3 +314,57 @@ def test_directories_the_users_exclude_globs_leave_out_are_not_watched(tmp_path:
     finally:
         w.stop()
     assert kernel_watches() == 0
+
+
+def test_git_dir_is_found_above_the_root_and_through_a_worktree_file(tmp_path: Path) -> None:
+    from ctx_lsp.index.watch import git_dir
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src" / "pkg").mkdir(parents=True)
+    assert git_dir(repo / "src" / "pkg") == repo / ".git"  # a workspace inside a repository
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / ".git").write_text("gitdir: ../repo/.git/worktrees/linked\n")  # `git worktree add`
+    assert git_dir(linked) == linked / "../repo/.git/worktrees/linked"
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / ".git").write_text("not a gitdir line\n")
+    assert git_dir(odd) is None
+
+
+@pytest.mark.skipif(not _use_inotify(), reason="inotify (Linux) only")
+def test_a_settled_batch_waits_while_git_writes_the_tree(tmp_path: Path) -> None:
+    """A checkout whose writes pause (a large tree, a smudge filter, a slow disk) is refreshed once git
+    releases its index lock, not half-written; a lock left behind by a git that died holds a batch
+    only `git_wait_ms`."""
+    root = tmp_path / "ws"
+    (root / ".git").mkdir(parents=True)
+    lock = root / ".git" / "index.lock"
+    lock.write_text("")
+    batches: list[list[str]] = []
+    w = TreeWatcher(root, py_only, lambda rels: batches.append(rels) or [], quiet_ms=100, git_wait_ms=60_000)
+    w.start()
+    try:
+        assert wait_for(lambda: w.state()["watching"])
+        (root / "a.py").write_text("A = 1\n")
+        assert wait_for(lambda: w.state()["git_busy"])
+        (root / "b.py").write_text("B = 1\n")  # git goes on writing
+        time.sleep(0.6)  # well past the quiet window and the batch limit's share of it
+        assert batches == [] and w.state()["git_busy"]
+        lock.unlink()  # git is done
+        assert wait_for(lambda: batches == [["a.py", "b.py"]])  # one refresh for the whole checkout
+        assert not w.state()["git_busy"]
+    finally:
+        w.stop()
+    stale = TreeWatcher(root, py_only, lambda rels: batches.append(rels) or [], quiet_ms=100, git_wait_ms=500)
+    lock.write_text("")
+    stale.start()
+    try:
+        assert wait_for(lambda: stale.state()["watching"])
+        t = time.monotonic()
+        (root / "c.py").write_text("C = 1\n")
+        assert wait_for(lambda: ["c.py"] in batches)
+        assert time.monotonic() - t >= 0.5  # held, then handed over although the lock stayed
+    finally:
+        stale.stop()

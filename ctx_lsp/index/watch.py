@@ -18,8 +18,9 @@ watchdog sets a watch on every directory of the tree, with no way to leave some 
 serves the other platforms (FSEvents on macOS, one handle per tree on Windows). Either way only writes,
 creations, deletions and moves are asked for: with opens in the mask every directory the index's own
 discovery lists raises an event, which cost each daemon call ~20 ms on Django (watchfiles cannot
-leave them out). A tree it cannot watch (no inotify watches left, no inotify) leaves the owner as it
-was without a watcher: it logs why and goes on.
+leave them out). A settled batch also waits while git holds the work tree's index lock: a checkout
+whose writes pause is refreshed once, when git is done. A tree it cannot watch (no inotify watches
+left, no inotify) leaves the owner as it was without a watcher: it logs why and goes on.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ QUIET_MS = 200  # a batch ends once no event came for this long (a checkout writ
 MAX_BATCH_MS = 1600  # ... or after this long, so a stream of writes still refreshes now and then
 EVERYTHING = "."  # in a batch: events were lost (the kernel queue overflowed), look at the whole tree
 GITIGNORE = ".gitignore"
+GIT_POLL_MS = 100  # while git holds its index lock, look again this often
+GIT_WAIT_MS = 30_000  # a lock left by a git that died: hand the batch over after this long anyway
 
 
 def _skipped_name(name: str) -> bool:
@@ -62,20 +65,45 @@ def relevant(rel: str, accepts: Callable[[str], bool], is_dir: bool = False) -> 
     return accepts(rel)
 
 
+def git_dir(root: Path) -> Path | None:
+    """The git directory of the work tree holding `root`: its `.git`, or where a linked worktree's
+    `.git` file points; None outside a work tree."""
+    for d in (root, *root.parents):
+        dot = d / ".git"
+        if dot.is_dir():
+            return dot
+        if dot.is_file():
+            try:
+                text = dot.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                return None
+            if not text.startswith("gitdir:"):
+                return None
+            target = Path(text[len("gitdir:"):].strip())
+            return target if target.is_absolute() else d / target
+    return None
+
+
 class TreeWatcher:
     """Watch `root` in a thread; after each settled batch of relevant events, call `on_change(rels)`
     with the batch's workspace-relative paths (sorted; a directory's path when only it was reported;
     EVERYTHING when events were lost).
 
     `ignore`: directories whose events never count (the cache directory when it lies inside the root).
+    A settled batch waits while git holds the work tree's index lock (`index.lock`: a checkout, merge,
+    reset or pull writing files), so a large checkout whose writes pause is refreshed once, when git
+    is done, not part-written every MAX_BATCH_MS; after `git_wait_ms` a lock counts as stale.
     `state()` says what it did, for `ctx-lsp daemon status` and `ctx.indexStatus`.
     """
 
     def __init__(self, root: Path, accepts: Callable[[str], bool], on_change: Callable[[list[str]], Any],
                  ignore: Iterable[Path] = (), quiet_ms: int = QUIET_MS, max_batch_ms: int = MAX_BATCH_MS,
-                 accepts_dir: Callable[[str], bool] | None = None) -> None:
+                 accepts_dir: Callable[[str], bool] | None = None, git_wait_ms: int = GIT_WAIT_MS) -> None:
         self.root = Path(os.path.realpath(root))
         self.accepts = accepts
+        gd = git_dir(self.root)
+        self.git_lock = gd / "index.lock" if gd is not None else None
+        self.git_wait_s = git_wait_ms / 1000
         # whether discovery goes into a directory (WorkspaceIndex.accepts_dir: the user's exclude globs
         # too); by default only what a `.gitignore` or a virtual environment leaves out
         self.accepts_dir = accepts_dir or (lambda rel: not listing_skips(self.root, rel, is_dir=True))
@@ -88,8 +116,9 @@ class TreeWatcher:
         self._batch: set[str] = set()  # relevant paths seen since the last hand-over
         self._first = self._last = 0.0  # monotonic times of the batch's first and last event
         # dirs: directories with an inotify watch (None where watchdog watches the whole tree)
+        # git_busy: a settled batch waits for git to release its index lock
         self._state: dict[str, Any] = {"watching": False, "error": None, "events": 0, "refreshes": 0,
-                                       "pending": False, "last": None, "dirs": None}
+                                       "pending": False, "last": None, "dirs": None, "git_busy": False}
 
     def state(self) -> dict[str, Any]:
         with self._cond:
@@ -194,21 +223,33 @@ class TreeWatcher:
             self._set(watching=False)
 
     def _next_batch(self) -> list[str] | None:
-        """Wait for events, then until they are quiet for QUIET_MS (or MAX_BATCH_MS passed); None once stopped."""
+        """Wait for events, then until they are quiet for QUIET_MS (or MAX_BATCH_MS passed) and git is
+        not writing the tree (up to `git_wait_s`); None once stopped."""
+        held_since: float | None = None
         with self._cond:
             while True:
                 if self._stop.is_set():
+                    self._state["git_busy"] = False
                     return None
                 if self._batch:
                     now = time.monotonic()
                     due = min(self._last + self.quiet_s, self._first + self.max_batch_s)
                     if now >= due:
+                        if self._git_busy():
+                            held_since = now if held_since is None else held_since
+                            if now - held_since < self.git_wait_s:
+                                self._state["git_busy"] = True
+                                self._cond.wait(GIT_POLL_MS / 1000)
+                                continue
                         batch, self._batch = sorted(self._batch), set()
-                        self._state["pending"] = True
+                        self._state.update(pending=True, git_busy=False)
                         return batch
                     self._cond.wait(due - now)
                 else:
                     self._cond.wait()
+
+    def _git_busy(self) -> bool:
+        return self.git_lock is not None and os.path.exists(self.git_lock)
 
     def _refresh(self, rels: list[str]) -> None:
         t = time.perf_counter()
