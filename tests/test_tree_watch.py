@@ -368,3 +368,34 @@ def test_a_settled_batch_waits_while_git_writes_the_tree(tmp_path: Path) -> None
         assert time.monotonic() - t >= 0.5  # held, then handed over although the lock stayed
     finally:
         stale.stop()
+
+
+@pytest.mark.skipif(not _use_inotify(), reason="inotify (Linux) only")
+def test_a_stream_of_writes_is_cut_into_batches_except_while_git_replays_commits(tmp_path: Path) -> None:
+    """A long stream of writes is refreshed every `max_batch_ms` while it lasts; during a rebase (git's
+    `rebase-merge` folder exists) each replayed commit rewrites the tree, so the batch goes out once
+    the writes pause."""
+    root = tmp_path / "ws"
+    (root / ".git").mkdir(parents=True)
+
+    def stream(w: TreeWatcher, batches: list[list[str]], tag: str) -> None:
+        w.start()
+        try:
+            assert wait_for(lambda: w.state()["watching"])
+            for i in range(16):  # 1.2 s of writes, 75 ms apart: never quiet for 400 ms
+                (root / f"{tag}{i}.py").write_text(f"X = {i}\n")
+                time.sleep(0.075)
+            # distinct paths: one write's events (create, modify, close) can straddle two batches
+            assert wait_for(lambda: len({r for b in batches for r in b}) == 16)
+        finally:
+            w.stop()
+
+    plain: list[list[str]] = []
+    stream(TreeWatcher(root, py_only, lambda rels: plain.append(rels) or [], quiet_ms=400, max_batch_ms=300),
+           plain, "a")
+    assert len(plain) >= 3, plain  # cut while the writes went on
+    (root / ".git" / "rebase-merge").mkdir()
+    rebase: list[list[str]] = []
+    stream(TreeWatcher(root, py_only, lambda rels: rebase.append(rels) or [], quiet_ms=400, max_batch_ms=300),
+           rebase, "b")
+    assert len(rebase) == 1, rebase  # one batch, once the replay stopped writing

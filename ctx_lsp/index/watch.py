@@ -92,7 +92,9 @@ class TreeWatcher:
     `ignore`: directories whose events never count (the cache directory when it lies inside the root).
     A settled batch waits while git holds the work tree's index lock (`index.lock`: a checkout, merge,
     reset or pull writing files), so a large checkout whose writes pause is refreshed once, when git
-    is done, not part-written every MAX_BATCH_MS; after `git_wait_ms` a lock counts as stale.
+    is done, not part-written every MAX_BATCH_MS; after `git_wait_ms` a lock counts as stale. While
+    git replays commits (a rebase, a cherry-pick or revert sequence), a stream of writes is not cut
+    every MAX_BATCH_MS either, only once it pauses (or after `git_wait_ms`).
     `state()` says what it did, for `ctx-lsp daemon status` and `ctx.indexStatus`.
     """
 
@@ -103,6 +105,8 @@ class TreeWatcher:
         self.accepts = accepts
         gd = git_dir(self.root)
         self.git_lock = gd / "index.lock" if gd is not None else None
+        # a rebase, cherry-pick or revert replaying commits: its own folders while it lasts
+        self.git_sequences = tuple(gd / n for n in ("rebase-merge", "rebase-apply", "sequencer")) if gd else ()
         self.git_wait_s = git_wait_ms / 1000
         # whether discovery goes into a directory (WorkspaceIndex.accepts_dir: the user's exclude globs
         # too); by default only what a `.gitignore` or a virtual environment leaves out
@@ -233,7 +237,11 @@ class TreeWatcher:
                     return None
                 if self._batch:
                     now = time.monotonic()
-                    due = min(self._last + self.quiet_s, self._first + self.max_batch_s)
+                    # a stream of writes is cut every max_batch_s, but not while git replays commits: a
+                    # rebase rewrites the tree once per commit, and only its end (or a stop for the
+                    # user: the writes pause) is worth indexing
+                    limit = self.git_wait_s if self._git_replaying() else self.max_batch_s
+                    due = min(self._last + self.quiet_s, self._first + limit)
                     if now >= due:
                         if self._git_busy():
                             held_since = now if held_since is None else held_since
@@ -250,6 +258,9 @@ class TreeWatcher:
 
     def _git_busy(self) -> bool:
         return self.git_lock is not None and os.path.exists(self.git_lock)
+
+    def _git_replaying(self) -> bool:
+        return any(os.path.isdir(d) for d in self.git_sequences)
 
     def _refresh(self, rels: list[str]) -> None:
         t = time.perf_counter()
