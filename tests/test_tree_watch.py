@@ -316,21 +316,27 @@ def test_directories_the_users_exclude_globs_leave_out_are_not_watched(tmp_path:
     assert kernel_watches() == 0
 
 
+def _git(cwd: Path, *args: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=cwd, check=True,
+                   capture_output=True)
+
+
 def test_git_dir_is_found_above_the_root_and_through_a_worktree_file(tmp_path: Path) -> None:
     from ctx_lsp.index.watch import git_dir
 
     repo = tmp_path / "repo"
-    (repo / ".git").mkdir(parents=True)
     (repo / "src" / "pkg").mkdir(parents=True)
-    assert git_dir(repo / "src" / "pkg") == repo / ".git"  # a workspace inside a repository
-    linked = tmp_path / "linked"
-    linked.mkdir()
-    (linked / ".git").write_text("gitdir: ../repo/.git/worktrees/linked\n")  # `git worktree add`
-    assert git_dir(linked) == linked / "../repo/.git/worktrees/linked"
-    odd = tmp_path / "odd"
-    odd.mkdir()
-    (odd / ".git").write_text("not a gitdir line\n")
-    assert git_dir(odd) is None
+    _git(repo, "init", "-q")
+    assert git_dir(repo / "src" / "pkg") == (repo / ".git").resolve()  # a workspace inside a repository
+    (repo / "a.py").write_text("A = 1\n")
+    _git(repo, "add", "a.py")
+    _git(repo, "commit", "-q", "-m", "one")
+    _git(repo, "worktree", "add", "-q", str(tmp_path / "linked"))  # its `.git` is a file pointing back
+    assert git_dir(tmp_path / "linked") == (repo / ".git" / "worktrees" / "linked").resolve()
+    (tmp_path / "plain").mkdir()
+    assert git_dir(tmp_path / "plain") is None
 
 
 @pytest.mark.skipif(not _use_inotify(), reason="inotify (Linux) only")
@@ -339,7 +345,8 @@ def test_a_settled_batch_waits_while_git_writes_the_tree(tmp_path: Path) -> None
     releases its index lock, not half-written; a lock left behind by a git that died holds a batch
     only `git_wait_ms`."""
     root = tmp_path / "ws"
-    (root / ".git").mkdir(parents=True)
+    root.mkdir()
+    _git(root, "init", "-q")
     lock = root / ".git" / "index.lock"
     lock.write_text("")
     batches: list[list[str]] = []
@@ -376,7 +383,8 @@ def test_a_stream_of_writes_is_cut_into_batches_except_while_git_replays_commits
     `rebase-merge` folder exists) each replayed commit rewrites the tree, so the batch goes out once
     the writes pause."""
     root = tmp_path / "ws"
-    (root / ".git").mkdir(parents=True)
+    root.mkdir()
+    _git(root, "init", "-q")
 
     def stream(w: TreeWatcher, batches: list[list[str]], tag: str) -> None:
         w.start()

@@ -66,22 +66,16 @@ def relevant(rel: str, accepts: Callable[[str], bool], is_dir: bool = False) -> 
 
 
 def git_dir(root: Path) -> Path | None:
-    """The git directory of the work tree holding `root`: its `.git`, or where a linked worktree's
-    `.git` file points; None outside a work tree."""
-    for d in (root, *root.parents):
-        dot = d / ".git"
-        if dot.is_dir():
-            return dot
-        if dot.is_file():
-            try:
-                text = dot.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                return None
-            if not text.startswith("gitdir:"):
-                return None
-            target = Path(text[len("gitdir:"):].strip())
-            return target if target.is_absolute() else d / target
-    return None
+    """The git directory of the work tree holding `root`, as git finds it (`.git` above the root, a
+    linked worktree's or a submodule's `.git` file, `$GIT_DIR`); None outside one or without git."""
+    from ctx_lsp.sources.git import Git, GitError
+
+    try:
+        out = Git(str(root)).run("rev-parse", "--absolute-git-dir")
+    except GitError:
+        return None
+    path = out.decode("utf-8", "surrogateescape").strip()
+    return Path(path) if path else None
 
 
 class TreeWatcher:
@@ -103,10 +97,10 @@ class TreeWatcher:
                  accepts_dir: Callable[[str], bool] | None = None, git_wait_ms: int = GIT_WAIT_MS) -> None:
         self.root = Path(os.path.realpath(root))
         self.accepts = accepts
-        gd = git_dir(self.root)
-        self.git_lock = gd / "index.lock" if gd is not None else None
-        # a rebase, cherry-pick or revert replaying commits: its own folders while it lasts
-        self.git_sequences = tuple(gd / n for n in ("rebase-merge", "rebase-apply", "sequencer")) if gd else ()
+        # git's index lock and the folders of a rebase, cherry-pick or revert replaying commits: found
+        # by the watcher's thread when it starts (it asks git: not on the owner's event loop)
+        self.git_lock: Path | None = None
+        self.git_sequences: tuple[Path, ...] = ()
         self.git_wait_s = git_wait_ms / 1000
         # whether discovery goes into a directory (WorkspaceIndex.accepts_dir: the user's exclude globs
         # too); by default only what a `.gitignore` or a virtual environment leaves out
@@ -210,6 +204,10 @@ class TreeWatcher:
 
     # -- batching (this watcher's thread) ------------------------------------------------------------
     def _run(self) -> None:
+        gd = git_dir(self.root)
+        if gd is not None:
+            self.git_lock = gd / "index.lock"
+            self.git_sequences = tuple(gd / n for n in ("rebase-merge", "rebase-apply", "sequencer"))
         try:
             observer = _InotifyTree(self) if _use_inotify() else _observe(self)
         except Exception as exc:  # no inotify watches left, no inotify, a vanished root: serve without
