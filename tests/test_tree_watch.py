@@ -364,17 +364,23 @@ def test_a_settled_batch_waits_while_git_writes_the_tree(tmp_path: Path) -> None
         assert not w.state()["git_busy"]
     finally:
         w.stop()
-    stale = TreeWatcher(root, py_only, lambda rels: batches.append(rels) or [], quiet_ms=100, git_wait_ms=500)
+    slow = TreeWatcher(root, py_only, lambda rels: batches.append(rels) or [], quiet_ms=100, git_wait_ms=2000)
     lock.write_text("")
-    stale.start()
+    slow.start()
     try:
-        assert wait_for(lambda: stale.state()["watching"])
+        assert wait_for(lambda: slow.state()["watching"])
         t = time.monotonic()
         (root / "c.py").write_text("C = 1\n")
         assert wait_for(lambda: ["c.py"] in batches)
-        assert time.monotonic() - t >= 0.5  # held, then handed over although the lock stayed
+        assert time.monotonic() - t >= 2.0  # held, then handed over although the lock stayed
+        # a lock as old as that was left behind (git refuses to run until it is removed): no hold at all
+        os.utime(lock, (time.time() - 3600, time.time() - 3600))
+        t = time.monotonic()
+        (root / "d.py").write_text("D = 1\n")
+        assert wait_for(lambda: ["d.py"] in batches)
+        assert time.monotonic() - t < 1.5 and not slow.state()["git_busy"]  # not held for 2 s
     finally:
-        stale.stop()
+        slow.stop()
 
 
 @pytest.mark.skipif(not _use_inotify(), reason="inotify (Linux) only")

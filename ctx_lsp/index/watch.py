@@ -44,7 +44,7 @@ MAX_BATCH_MS = 1600  # ... or after this long, so a stream of writes still refre
 EVERYTHING = "."  # in a batch: events were lost (the kernel queue overflowed), look at the whole tree
 GITIGNORE = ".gitignore"
 GIT_POLL_MS = 100  # while git holds its index lock, look again this often
-GIT_WAIT_MS = 30_000  # a lock left by a git that died: hand the batch over after this long anyway
+GIT_WAIT_MS = 30_000  # hold a batch at most this long for git; a lock this old was left by a git that died
 
 
 def _skipped_name(name: str) -> bool:
@@ -255,7 +255,14 @@ class TreeWatcher:
                     self._cond.wait()
 
     def _git_busy(self) -> bool:
-        return self.git_lock is not None and os.path.exists(self.git_lock)
+        """Whether git holds the index lock now: a lock older than `git_wait_s` was left by a git that
+        died (git refuses to run until it is removed), and holds nothing."""
+        if self.git_lock is None:
+            return False
+        try:
+            return time.time() - os.stat(self.git_lock).st_mtime < self.git_wait_s
+        except OSError:
+            return False
 
     def _git_replaying(self) -> bool:
         return any(os.path.isdir(d) for d in self.git_sequences)
