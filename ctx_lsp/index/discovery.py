@@ -28,6 +28,12 @@ SKIP_DIRS = frozenset({
     ".idea", ".vscode",
 })
 DEFAULT_MAX_BYTES = 1_000_000
+
+
+def skipped_dir_name(name: str) -> bool:
+    """A directory name discovery never goes into (and so the index and a file watcher neither)."""
+    return name in SKIP_DIRS or name.endswith(".egg-info")
+
 DELETED = "skipped: deleted while indexing"
 
 
@@ -188,7 +194,7 @@ def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
             except OSError:
                 continue
             if is_dir:
-                if entry.name in SKIP_DIRS or entry.name.endswith(".egg-info"):
+                if skipped_dir_name(entry.name):
                     continue
                 if _ignored(specs, rel + "/"):
                     continue

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ctx_lsp.index.discovery import SKIP_DIRS, listing_skips
+from ctx_lsp.index.discovery import SKIP_DIRS, listing_skips, skipped_dir_name
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +47,6 @@ GIT_POLL_MS = 100  # while git holds its index lock, look again this often
 GIT_WAIT_MS = 30_000  # hold a batch at most this long for git; a lock this old was left by a git that died
 
 
-def _skipped_name(name: str) -> bool:
-    """A directory name under which nothing is indexed (discovery skips it)."""
-    return name in SKIP_DIRS or name.endswith(".egg-info")
-
-
 def relevant(rel: str, accepts: Callable[[str], bool], is_dir: bool = False) -> bool:
     """Whether an event on the workspace-relative path `rel` may change the index: a file the index
     accepts, or a directory outside the skipped ones (renaming or removing one reports only it)."""
@@ -61,7 +56,7 @@ def relevant(rel: str, accepts: Callable[[str], bool], is_dir: bool = False) -> 
     if any(p in SKIP_DIRS for p in parts[:-1]):
         return False
     if is_dir:
-        return not _skipped_name(parts[-1])
+        return not skipped_dir_name(parts[-1])
     return accepts(rel)
 
 
@@ -145,7 +140,7 @@ class TreeWatcher:
     def skipped_dir(self, path: str, name: str) -> bool:
         """Whether no event under the directory `path` (real) can count: a skipped directory, the cache,
         or one discovery leaves out (a run-output or data folder may hold thousands of directories)."""
-        return _skipped_name(name) or self._ignored(path) or self._left_out(path)
+        return skipped_dir_name(name) or self._ignored(path) or self._left_out(path)
 
     def _rel(self, path: str) -> str | None:
         try:
@@ -235,11 +230,13 @@ class TreeWatcher:
                     return None
                 if self._batch:
                     now = time.monotonic()
-                    # a stream of writes is cut every max_batch_s, but not while git replays commits: a
-                    # rebase rewrites the tree once per commit, and only its end (or a stop for the
-                    # user: the writes pause) is worth indexing
-                    limit = self.git_wait_s if self._git_replaying() else self.max_batch_s
-                    due = min(self._last + self.quiet_s, self._first + limit)
+                    quiet = self._last + self.quiet_s
+                    due = min(quiet, self._first + self.max_batch_s)
+                    if due <= now < quiet and self._git_replaying():
+                        # a stream of writes is cut every max_batch_s, but not while git replays commits:
+                        # a rebase rewrites the tree once per commit, and only its end (or a stop for the
+                        # user: the writes pause) is worth indexing
+                        due = min(quiet, self._first + self.git_wait_s)
                     if now >= due:
                         if self._git_busy():
                             held_since = now if held_since is None else held_since

@@ -983,12 +983,12 @@ class WorkspaceIndex:
         """Whether a workspace-relative path would be indexed (filters and skip rules)."""
         if not rel.endswith(".py"):
             return False
-        from ctx_lsp.index.discovery import SKIP_DIRS, is_utf8, listing_skips
+        from ctx_lsp.index.discovery import is_utf8, listing_skips, skipped_dir_name
 
         if not is_utf8(rel):
             return False
         parts = rel.split("/")
-        if any(p in SKIP_DIRS or p.endswith(".egg-info") for p in parts[:-1]):
+        if any(map(skipped_dir_name, parts[:-1])):
             return False
         inc = self.filter.spec(self.filter.include)
         exc = self.filter.spec(self.filter.exclude)
@@ -1002,10 +1002,10 @@ class WorkspaceIndex:
         """Whether discovery goes into the workspace-relative directory `rel` (for a file watcher: no
         watch where nothing is listed): no part of it a skipped directory, and neither it nor a
         directory above it left out by an exclude glob, a `.gitignore` or a virtual environment."""
-        from ctx_lsp.index.discovery import SKIP_DIRS, listing_skips
+        from ctx_lsp.index.discovery import listing_skips, skipped_dir_name
 
         parts = rel.split("/")
-        if any(p in SKIP_DIRS or p.endswith(".egg-info") for p in parts):
+        if any(map(skipped_dir_name, parts)):
             return False
         exc = self.filter.spec(self.filter.exclude)
         # discovery tests each directory on its way down, as "dir/" (a glob may name a parent only)
