@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +212,52 @@ async def test_one_update_is_told_once(bare: LanguageClient, tmp_path: Path) -> 
     # Neovim on Linux: the server watches the folder itself
     got = await told_after(lambda: (ws / "shop" / "extra.py").write_text("def extra():\n    return 1\n"))
     assert len(got) == 1 and got[0].files == 5, got
+
+
+async def test_changes_on_disk_wait_while_git_writes_the_tree(bare: LanguageClient, tmp_path: Path) -> None:
+    """VS Code reports a checkout's files (didChangeWatchedFiles) while git is still writing them. While
+    git holds its index lock they wait: requests answer from the graph as it was and editor buffers go
+    in; once the lock is gone the server applies them by itself. A lock left by a git that died (older
+    than the wait limit) holds nothing."""
+    ws = copy_workspace(tmp_path / "ws")
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    await initialize(bare, ws, "visual_studio_code", tmp_path / "cache", init={"jediRefinement": False})
+    await wait_indexed(bare)
+    updates = bare.index_updates  # type: ignore[attr-defined]
+    refund = await prepare_call(bare, "shop/service.py", "refund", line=15)
+    lock = ws / ".git" / "index.lock"
+    lock.touch()
+    (ws / "shop/extra.py").write_text("from shop.service import refund\n\n\ndef bulk(items):\n"
+                                      "    return [refund(i) for i in items]\n", encoding="utf-8")
+    bare.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
+        types.FileEvent(uri=uri(ws, "shop/extra.py"), type=types.FileChangeType.Created)]))
+    assert await callers(bare, refund) == {}  # the request right after the change
+    u = did_open(bare, "shop/models.py")
+    did_change(bare, u, 2, types.Range(start=types.Position(line=0, character=0),
+                                       end=types.Position(line=0, character=0)), "import os\n")
+    await asyncio.sleep(1.0)  # past the debounce, and many of the server's looks at the lock
+    st = await command(bare, "ctx.indexStatus")
+    assert st["files"] == 4 and st["folders"][0]["git_busy"] is True
+    assert st["dirty_files"] == ["shop/models.py"]  # the buffer went in
+    assert await callers(bare, refund) == {}
+    seen = len(updates)
+    lock.unlink()  # git is done: the server applies the held changes with no request to prompt it
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while not any(u.files == 5 for u in updates[seen:]):
+        assert loop.time() < deadline, "the held changes were not applied once the lock was gone"
+        await asyncio.sleep(0.05)
+    assert set(await callers(bare, refund)) == {"bulk"}
+    assert (await command(bare, "ctx.indexStatus"))["folders"][0]["git_busy"] is False
+    # a stale lock: the change goes in as usual
+    lock.touch()
+    old = time.time() - 3600
+    os.utime(lock, (old, old))
+    (ws / "shop/extra.py").unlink()
+    bare.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
+        types.FileEvent(uri=uri(ws, "shop/extra.py"), type=types.FileChangeType.Deleted)]))
+    assert await callers(bare, refund) == {}
+    assert (await command(bare, "ctx.indexStatus"))["files"] == 4
 
 
 # -- servers with their own settings ------------------------------------------------------------------

@@ -324,7 +324,7 @@ def _git(cwd: Path, *args: str) -> None:
 
 
 def test_git_dir_is_found_above_the_root_and_through_a_worktree_file(tmp_path: Path) -> None:
-    from ctx_lsp.index.watch import git_dir
+    from ctx_lsp.index.git_activity import git_dir
 
     repo = tmp_path / "repo"
     (repo / "src" / "pkg").mkdir(parents=True)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ctx_lsp.index.discovery import SKIP_DIRS, listing_skips, skipped_dir_name
+from ctx_lsp.index.git_activity import GIT_POLL_MS, GIT_WAIT_MS, GitActivity, GitHold
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,6 @@ QUIET_MS = 200  # a batch ends once no event came for this long (a checkout writ
 MAX_BATCH_MS = 1600  # ... or after this long, so a stream of writes still refreshes now and then
 EVERYTHING = "."  # in a batch: events were lost (the kernel queue overflowed), look at the whole tree
 GITIGNORE = ".gitignore"
-GIT_POLL_MS = 100  # while git holds its index lock, look again this often
-GIT_WAIT_MS = 30_000  # hold a batch at most this long for git; a lock this old was left by a git that died
 
 
 def relevant(rel: str, accepts: Callable[[str], bool], is_dir: bool = False) -> bool:
@@ -58,19 +57,6 @@ def relevant(rel: str, accepts: Callable[[str], bool], is_dir: bool = False) -> 
     if is_dir:
         return not skipped_dir_name(parts[-1])
     return accepts(rel)
-
-
-def git_dir(root: Path) -> Path | None:
-    """The git directory of the work tree holding `root`, as git finds it (`.git` above the root, a
-    linked worktree's or a submodule's `.git` file, `$GIT_DIR`); None outside one or without git."""
-    from ctx_lsp.sources.git import Git, GitError
-
-    try:
-        out = Git(str(root)).run("rev-parse", "--absolute-git-dir")
-    except GitError:
-        return None
-    path = out.decode("utf-8", "surrogateescape").strip()
-    return Path(path) if path else None
 
 
 class TreeWatcher:
@@ -94,8 +80,7 @@ class TreeWatcher:
         self.accepts = accepts
         # git's index lock and the folders of a rebase, cherry-pick or revert replaying commits: found
         # by the watcher's thread when it starts (it asks git: not on the owner's event loop)
-        self.git_lock: Path | None = None
-        self.git_sequences: tuple[Path, ...] = ()
+        self.git = GitActivity(None, git_wait_ms)
         self.git_wait_s = git_wait_ms / 1000
         # whether discovery goes into a directory (WorkspaceIndex.accepts_dir: the user's exclude globs
         # too); by default only what a `.gitignore` or a virtual environment leaves out
@@ -199,10 +184,7 @@ class TreeWatcher:
 
     # -- batching (this watcher's thread) ------------------------------------------------------------
     def _run(self) -> None:
-        gd = git_dir(self.root)
-        if gd is not None:
-            self.git_lock = gd / "index.lock"
-            self.git_sequences = tuple(gd / n for n in ("rebase-merge", "rebase-apply", "sequencer"))
+        self.git = GitActivity.find(self.root, int(self.git_wait_s * 1000))
         try:
             observer = _InotifyTree(self) if _use_inotify() else _observe(self)
         except Exception as exc:  # no inotify watches left, no inotify, a vanished root: serve without
@@ -222,7 +204,7 @@ class TreeWatcher:
     def _next_batch(self) -> list[str] | None:
         """Wait for events, then until they are quiet for QUIET_MS (or MAX_BATCH_MS passed) and git is
         not writing the tree (up to `git_wait_s`); None once stopped."""
-        held_since: float | None = None
+        hold = GitHold(self.git)
         with self._cond:
             while True:
                 if self._stop.is_set():
@@ -232,37 +214,22 @@ class TreeWatcher:
                     now = time.monotonic()
                     quiet = self._last + self.quiet_s
                     due = min(quiet, self._first + self.max_batch_s)
-                    if due <= now < quiet and self._git_replaying():
+                    if due <= now < quiet and self.git.replaying():
                         # a stream of writes is cut every max_batch_s, but not while git replays commits:
                         # a rebase rewrites the tree once per commit, and only its end (or a stop for the
                         # user: the writes pause) is worth indexing
                         due = min(quiet, self._first + self.git_wait_s)
                     if now >= due:
-                        if self._git_busy():
-                            held_since = now if held_since is None else held_since
-                            if now - held_since < self.git_wait_s:
-                                self._state["git_busy"] = True
-                                self._cond.wait(GIT_POLL_MS / 1000)
-                                continue
+                        if hold.holds():
+                            self._state["git_busy"] = True
+                            self._cond.wait(GIT_POLL_MS / 1000)
+                            continue
                         batch, self._batch = sorted(self._batch), set()
                         self._state.update(pending=True, git_busy=False)
                         return batch
                     self._cond.wait(due - now)
                 else:
                     self._cond.wait()
-
-    def _git_busy(self) -> bool:
-        """Whether git holds the index lock now: a lock older than `git_wait_s` was left by a git that
-        died (git refuses to run until it is removed), and holds nothing."""
-        if self.git_lock is None:
-            return False
-        try:
-            return time.time() - os.stat(self.git_lock).st_mtime < self.git_wait_s
-        except OSError:
-            return False
-
-    def _git_replaying(self) -> bool:
-        return any(os.path.isdir(d) for d in self.git_sequences)
 
     def _refresh(self, rels: list[str]) -> None:
         t = time.perf_counter()

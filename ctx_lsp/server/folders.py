@@ -21,6 +21,7 @@ from typing import Any
 
 from ctx_lsp.engine import Engine
 from ctx_lsp.index.discovery import SKIP_DIRS, FileFilter
+from ctx_lsp.index.git_activity import GitHold
 from ctx_lsp.index.watch import EVERYTHING
 from ctx_lsp.server.options import Options
 
@@ -56,6 +57,9 @@ class Root:
     embed_task: asyncio.Task[None] | None = None  # the dense generator's embedding (server/embedding.py)
     embed_again: bool = False
     watcher: Any = None  # ctx_lsp.index.watch.TreeWatcher when the server watches the folder itself
+    # changes on disk wait while git writes the tree (git_activity.py); None until git was asked where
+    # its directory is (off the event loop, before the first flush)
+    git: GitHold | None = None
     buffers: dict[str, str] = field(default_factory=dict)  # rel -> text of the buffers folded into the graph
     updates: int = 0  # index updates so far (counted by the server's index listener, in the updating thread)
     _waiting: int = 0
@@ -79,6 +83,11 @@ class Root:
     @property
     def indexing(self) -> bool:
         return self.state in (PENDING, INDEXING)
+
+    def held_for_git(self) -> bool:
+        """Whether changes on disk pending here wait for git (it holds the index lock: a checkout,
+        merge, reset or pull is writing files), so the tree is read once, when git is done."""
+        return self.git is not None and DISK in self.pending.values() and self.git.holds()
 
     # -- locking --------------------------------------------------------------------------------
     @contextmanager

@@ -28,6 +28,7 @@ from pygls.protocol.language_server import lsp_method
 
 from ctx_lsp import __version__
 from ctx_lsp.engine import Engine
+from ctx_lsp.index.git_activity import GIT_POLL_MS, GitActivity, GitHold
 from ctx_lsp.server.convert import Positions, path_to_uri, rel_in, uri_problem, uri_to_path
 from ctx_lsp.server.embedding import schedule_embedding, start_embedding
 from ctx_lsp.server.folders import (
@@ -234,12 +235,17 @@ class CtxLanguageServer(LanguageServer):
             return  # folded in when indexing ends: never mutate the index mid-build
         if not root.pending and not root.notes:
             return
+        # while git writes the tree, changes on disk wait (flush looks again) and the index answers as it
+        # was before the checkout, not from a half-written tree; editor buffers go in as always
+        hold = root.held_for_git()
         docs = {uri_to_path(u): d for u, d in self.workspace.text_documents.items()}
         changes: list[tuple[str, str, str | None]] = []
-        for rel, source in root.pending.items():
+        for rel, source in list(root.pending.items()):
+            if hold and source == DISK:
+                continue
             doc = docs.get(root.path / rel) if source == BUFFER else None
             changes.append((rel, BUFFER, doc.source) if doc is not None else (rel, DISK, None))
-        root.pending.clear()
+            del root.pending[rel]
         notes, root.notes = root.notes, []
         root.enqueue(changes, notes)
 
@@ -293,8 +299,12 @@ class CtxLanguageServer(LanguageServer):
         self._flush_handles[key] = asyncio.get_running_loop().call_later(delay, action)
 
     async def flush(self, root: Root) -> None:
+        if root.git is None:  # asks git once where its directory is: a subprocess, off the loop
+            root.git = GitHold(await asyncio.to_thread(GitActivity.find, root.path))
         if root.pending or root.notes or root.backlog_size():
             await self.query(root, lambda ctx: None)
+        if root.pending and root.held_for_git():
+            self.debounce(str(root.path), GIT_POLL_MS / 1000, lambda: self.spawn(self.flush(root)))
 
     def schedule_flush(self, root: Root) -> None:
         self.debounce(str(root.path), self.options.debounce_ms / 1000, lambda: self.spawn(self.flush(root)))
@@ -367,7 +377,9 @@ class CtxLanguageServer(LanguageServer):
             busy = busy or was_indexing or root.indexing
             st.update({"name": root.name, "uri": root.uri, "state": state, "error": root.error,
                        # the server's own file watcher runs (only for clients that cannot watch files)
-                       "watching": bool(root.watcher is not None and root.watcher.state()["watching"])})
+                       "watching": bool(root.watcher is not None and root.watcher.state()["watching"]),
+                       # changes on disk wait while git writes the tree (a checkout, merge, reset, pull)
+                       "git_busy": root.held_for_git()})
             folders.append(st)
         edges: dict[str, int] = {}
         for f in folders:
@@ -393,7 +405,8 @@ class CtxLanguageServer(LanguageServer):
             "indexing": indexing,
             "refinement": refinement,
             "last_update": max(updates) if updates else None,
-            "folders": [{k: f.get(k) for k in ("name", "uri", "root", "state", "error", "files", "nodes", "dense", "watching")}
+            "folders": [{k: f.get(k) for k in ("name", "uri", "root", "state", "error", "files", "nodes", "dense", "watching",
+                                                 "git_busy")}
                         for f in folders],
         }
 

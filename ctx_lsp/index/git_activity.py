@@ -1,0 +1,82 @@
+"""What git is doing to a work tree, for whoever applies changes on disk to the index.
+
+Why: a `git checkout`, `merge`, `reset` or `pull` writes hundreds of files while it holds the work
+tree's index lock, and a rebase rewrites the tree once per commit it replays. A refresh in the middle
+indexes a half-written tree and is done again a moment later, on the CPU git needs. Both the file
+watcher (`watch.py`: the daemon, the MCP bridge, the language server's own watcher) and the language
+server's handling of the client's `workspace/didChangeWatchedFiles` (VS Code) ask this module, so they
+wait by one rule.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+GIT_POLL_MS = 100  # while git holds its index lock, look again this often
+GIT_WAIT_MS = 30_000  # hold changes at most this long for git; a lock this old was left by a git that died
+_SEQUENCES = ("rebase-merge", "rebase-apply", "sequencer")
+
+
+def git_dir(root: Path) -> Path | None:
+    """The git directory of the work tree holding `root`, as git finds it (`.git` above the root, a
+    linked worktree's or a submodule's `.git` file, `$GIT_DIR`); None outside one or without git.
+    Runs git: not on an event loop."""
+    from ctx_lsp.sources.git import Git, GitError
+
+    try:
+        out = Git(str(root)).run("rev-parse", "--absolute-git-dir")
+    except GitError:
+        return None
+    path = out.decode("utf-8", "surrogateescape").strip()
+    return Path(path) if path else None
+
+
+class GitActivity:
+    """Git's state for one work tree, read with a few stats (cheap enough for an event loop once
+    found). Outside a repository (`git_dir` None) git is never busy."""
+
+    def __init__(self, gd: Path | None, wait_ms: int = GIT_WAIT_MS) -> None:
+        self.git_dir = gd
+        self.lock = gd / "index.lock" if gd is not None else None
+        self.sequences = tuple(gd / n for n in _SEQUENCES) if gd is not None else ()
+        self.wait_s = wait_ms / 1000
+
+    @classmethod
+    def find(cls, root: Path, wait_ms: int = GIT_WAIT_MS) -> GitActivity:
+        """Asks git where its directory is (a subprocess: call it off the event loop)."""
+        return cls(git_dir(root), wait_ms)
+
+    def writing(self) -> bool:
+        """Whether git holds the index lock now: a lock older than `wait_s` was left by a git that
+        died (git refuses to run until it is removed), and holds nothing."""
+        if self.lock is None:
+            return False
+        try:
+            return time.time() - os.stat(self.lock).st_mtime < self.wait_s
+        except OSError:
+            return False
+
+    def replaying(self) -> bool:
+        """Whether git replays commits (a rebase, a cherry-pick or revert sequence), which writes the
+        tree once per commit, with pauses shorter than a watcher's batch limit."""
+        return any(os.path.isdir(d) for d in self.sequences)
+
+
+class GitHold:
+    """How long changes on disk have been held for git: `holds()` is True while git writes the tree,
+    for at most the activity's `wait_s` in a row (then they go in regardless)."""
+
+    def __init__(self, activity: GitActivity) -> None:
+        self.activity = activity
+        self.since: float | None = None
+
+    def holds(self) -> bool:
+        if not self.activity.writing():
+            self.since = None
+            return False
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+        return now - self.since < self.activity.wait_s
