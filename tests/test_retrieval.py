@@ -180,3 +180,26 @@ def test_cli_context_errors(args: list[str], tmp_path: Path) -> None:
     out = _cli(*args, "--cache-dir", str(tmp_path), stdin="")
     assert out.returncode == 2
     assert out.stderr.startswith("ctx-lsp: error:") and len(out.stderr.strip().splitlines()) == 1
+
+
+
+def test_a_header_split_over_lines_reads_as_written(tmp_path: Path) -> None:
+    """A def or class header a formatter split over lines reads as one line without the spaces the
+    joins left inside its brackets, and a comment inside it does not swallow the rest."""
+    from ctx_lsp.retrieval.pack import signature_text
+
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "__init__.py").write_text("")
+    (ws / "pkg" / "jobs.py").write_text(
+        "class Runner(\n    Base,  # the scheduler's base\n    metaclass=Meta,\n):\n"
+        "    def start(\n        self,\n        when=(1,),\n        sep='#',\n    ) -> None:\n        pass\n",
+        encoding="utf-8")
+    e = Engine(ws, cache_dir=tmp_path / "cache")
+    e.open()
+    g = e.index.graph
+    runner = next(n for n in g.nodes() if n.qualname == "Runner")
+    assert signature_text(runner, g).splitlines() == [
+        "class Runner(Base, metaclass=Meta,)",
+        "    def start(self, when=(1,), sep='#',) -> None  # line 5",
+    ]

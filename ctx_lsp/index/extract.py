@@ -850,7 +850,15 @@ def _literal_strings(node: ast.AST | None) -> list[str] | None:
 
 
 def _signature(lines: list[str], start: int, end: int) -> str:
-    text = " ".join(line.strip() for line in lines[start - 1 : max(end, start)])
+    """The def or class header on one line, as written. A header a formatter split over lines is
+    joined without the spaces the joins would leave inside its brackets (`def f(\n    a,\n)` reads
+    `def f(a,)`, not `def f( a, )`)."""
+    text = ""
+    for line in lines[start - 1 : max(end, start)]:
+        part = _without_comment(line).strip()
+        if text and part and not text.endswith(("(", "[", "{")) and not part.startswith((")", "]", "}")):
+            text += " "
+        text += part
     text = re.sub(r"\s+", " ", text)
     if text.endswith(":"):
         text = text[:-1]
@@ -860,6 +868,30 @@ def _signature(lines: list[str], start: int, end: int) -> str:
         if close != -1:
             text = text[: close + 1]
     return text[:MAX_SIGNATURE]
+
+
+def _without_comment(line: str) -> str:
+    """`line` without a trailing `# comment` (a `#` inside a string literal is kept); joined into one
+    line, a comment would swallow the rest of the header."""
+    if "#" not in line:
+        return line
+    quote = ""
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif line.startswith(quote, i):
+                i += len(quote) - 1
+                quote = ""
+        elif c in "\"'":
+            quote = line[i : i + 3] if line[i : i + 3] in ('"""', "'''") else c
+            i += len(quote) - 1
+        elif c == "#":
+            return line[:i]
+        i += 1
+    return line
 
 
 def _one_line(lines: list[str], start: int, end: int) -> str:
