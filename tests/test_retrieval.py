@@ -100,6 +100,9 @@ def test_reasons_name_the_edge_and_source(engine: Engine) -> None:
     ("code related to caching of templates", [], []),
     ("what calls `render_template` in src/app/views.py", ["render_template", "src/app/views.py"], []),
     ("KeyError: 'user' raised by load_user()", ["load_user"], []),
+    # abbreviations of prose are not dotted names (sympy.abc defines `e`, `g` and `i`)
+    ("Rendering fails, e.g. in app.views.render, i.e. always, for u.m too", ["app.views.render", "u.m"],
+     ["e.g", "i.e", "g", "e"]),
 ])
 def test_plan_traps(text: str, mentions: list[str], not_mentions: list[str]) -> None:
     plan = make_plan(text, lambda w: w in {"apply_discount", "load_user", "render_template"})

@@ -57,6 +57,7 @@ _SESSION = re.compile(
 
 _QUOTED = re.compile(r"`([^`]+)`|\"([^\"]+)\"|'([^']+)'")
 _PATH = re.compile(r"(?<![\w/.])((?:[\w.-]+/)+[\w.-]+\.py|[\w-]+\.py)\b")
+_ABBREVIATIONS = frozenset({"e.g", "i.e", "a.k.a", "n.b", "p.s", "q.v", "et.al", "c.f"})  # as _DOTTED finds them
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 _ERROR = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Warning))\b(?::\s*(.+))?")
@@ -122,6 +123,8 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
             continue
         if re.search(r"\.(?:com|org|net|io)$", d):
             continue
+        if d.lower() in _ABBREVIATIONS:
+            continue  # prose, not code (sympy.abc defines `e` and `g`); `u.m` (astropy's metre) is code
         add(d)
     # plain identifiers; the phrase patterns run once over the text (not once per word: task text is long)
     named_kind = {m.group(3): (m.group(4), bool(m.group(1)))
