@@ -132,6 +132,9 @@ def test_evidence_reads_code_blocks_doctests_tracebacks_and_codes() -> None:
     ev = extract_evidence(CODE_ISSUE)
     assert ev.codes == ["shop.E042"]
     assert "must not exceed the order total" in ev.messages
+    # prose abbreviations are not dotted names of code; a one-letter alias's attribute is
+    ev = extract_evidence("It breaks, e.g. in shop.pricing.apply, i.e. always.\nE.g. u.m breaks too (a.k.a. metre).")
+    assert ev.dotted == ["shop.pricing.apply", "u.m"]
 
 
 def test_evidence_finds_code_pasted_without_markup_and_in_trac_blocks() -> None:

@@ -96,6 +96,8 @@ _INLINE = re.compile(r"``([^`\n]+)``|`([^`\n]+)`")
 _QUOTED = re.compile(r"\"([^\"\n]{3,300})\"|(?<![\w])'([^'\n]{3,300})'(?![\w])|\u201c([^\u201d\n]{3,300})\u201d")
 _PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+[/\\])*[\w-]+\.py)\b")
 _DOTTED = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?![\w])")
+# prose abbreviations as the dotted-name patterns find them (lower-cased): not names of code
+PROSE_ABBREVIATIONS = frozenset({"e.g", "i.e", "a.k.a", "n.b", "p.s", "q.v", "et.al", "c.f"})
 _VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc|\.dev|\.post)\d+)?)(?![\w.])")
 _PROMPT = re.compile(r"^[ \t]*(?:>>>|\.\.\.)(?: |$)|^[ \t]*In \[\d+\]: |^[ \t]*\.\.\.: ")
 _RST_BLOCK = re.compile(r"(?:^\.\. (?:code-block|code|sourcecode|ipython)::[^\n]*|::)[ \t]*\n")
@@ -162,6 +164,8 @@ def extract_evidence(text: str) -> TaskEvidence:
     for m in _DOTTED.finditer(without_urls):
         d = m.group(1)
         if d.endswith(".py") or re.search(r"\.(?:com|org|net|io|html|txt|rst|cfg|toml|json|yml|yaml)$", d):
+            continue
+        if d.lower() in PROSE_ABBREVIATIONS:
             continue
         if d not in ev.dotted:
             ev.dotted.append(d)

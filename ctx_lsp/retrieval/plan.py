@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ctx_lsp.retrieval.evidence import is_task_text
+from ctx_lsp.retrieval.evidence import PROSE_ABBREVIATIONS, is_task_text
 from ctx_lsp.retrieval.text import STOPWORDS
 
 EXPLICIT_SYMBOL = "EXPLICIT_SYMBOL"
@@ -57,7 +57,6 @@ _SESSION = re.compile(
 
 _QUOTED = re.compile(r"`([^`]+)`|\"([^\"]+)\"|'([^']+)'")
 _PATH = re.compile(r"(?<![\w/.])((?:[\w.-]+/)+[\w.-]+\.py|[\w-]+\.py)\b")
-_ABBREVIATIONS = frozenset({"e.g", "i.e", "a.k.a", "n.b", "p.s", "q.v", "et.al", "c.f"})  # as _DOTTED finds them
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 _ERROR = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Warning))\b(?::\s*(.+))?")
@@ -123,7 +122,7 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
             continue
         if re.search(r"\.(?:com|org|net|io)$", d):
             continue
-        if d.lower() in _ABBREVIATIONS:
+        if d.lower() in PROSE_ABBREVIATIONS:
             continue  # prose, not code (sympy.abc defines `e` and `g`); `u.m` (astropy's metre) is code
         add(d)
     # plain identifiers; the phrase patterns run once over the text (not once per word: task text is long)
