@@ -27,6 +27,9 @@ from pygls.lsp.client import LanguageClient
 from ctx_lsp.index.discovery import discover
 
 READY_TIMEOUT_S = 1800.0  # a cold index of a large workspace inside the server
+# one request's answer: the server answers from a partial index between indexing batches, so even
+# during a cold index a request waits at most seconds; a lost answer fails the run instead of hanging it
+REQUEST_TIMEOUT_S = 120.0
 REFLECT_TIMEOUT_S = 30.0
 
 
@@ -53,9 +56,16 @@ def _field(obj: Any, name: str) -> Any:
     return obj[name] if isinstance(obj, dict) else getattr(obj, name)
 
 
+async def _answer(request: Any, what: str) -> Any:
+    try:
+        return await asyncio.wait_for(request, REQUEST_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        raise TimeoutError(f"the server did not answer {what} within {REQUEST_TIMEOUT_S:.0f} s") from None
+
+
 async def _execute(client: LanguageClient, command: str, arg: Any = None) -> Any:
-    return await client.workspace_execute_command_async(
-        types.ExecuteCommandParams(command=command, arguments=[arg or {}]))
+    return await _answer(client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=command, arguments=[arg or {}])), command)
 
 
 async def _measure(root: Path, cache_dir: Path, edits: int, seed: int) -> dict[str, Any]:
@@ -68,11 +78,12 @@ async def _measure(root: Path, cache_dir: Path, edits: int, seed: int) -> dict[s
         client.feature(method)(_ignore)  # server chatter the benchmark does not need
     await client.start_io(sys.executable, "-m", "ctx_lsp", "serve")
     try:
-        await client.initialize_async(types.InitializeParams(
+        await _answer(client.initialize_async(types.InitializeParams(
             capabilities=types.ClientCapabilities(), root_uri=root.as_uri(),
             workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
             # the request, not the debounce timer, folds the edit in; no jedi pass competing for the CPU
-            initialization_options={"cacheDir": str(cache_dir), "debounceMs": 10_000, "jediRefinement": False}))
+            initialization_options={"cacheDir": str(cache_dir), "debounceMs": 10_000, "jediRefinement": False})),
+            "initialize")
         client.initialized(types.InitializedParams())
         deadline = time.monotonic() + READY_TIMEOUT_S
         while _field(await _execute(client, "ctx.indexStatus"), "indexing"):
@@ -147,10 +158,10 @@ async def _checkout(tree: Path, cache_dir: Path, layout: Callable[[], object], q
     await client.start_io(sys.executable, "-m", "ctx_lsp", "serve")
     try:
         # no dynamic didChangeWatchedFiles (as Neovim on Linux): the server watches the folder itself
-        await client.initialize_async(types.InitializeParams(
+        await _answer(client.initialize_async(types.InitializeParams(
             capabilities=types.ClientCapabilities(), root_uri=tree.as_uri(),
             workspace_folders=[types.WorkspaceFolder(uri=tree.as_uri(), name=tree.name)],
-            initialization_options={"cacheDir": str(cache_dir), "jediRefinement": False}))
+            initialization_options={"cacheDir": str(cache_dir), "jediRefinement": False})), "initialize")
         client.initialized(types.InitializedParams())
         t_start = time.perf_counter()
         deadline = time.monotonic() + READY_TIMEOUT_S

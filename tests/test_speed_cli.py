@@ -244,3 +244,19 @@ def test_repeated_switch_measures_report_medians() -> None:
     assert got["switch_runs"] == 3 and got["switch_files"] == 3
     assert got["switch_cold_s"] == 9.0 and got["switch_ratio"] == 0.6
     assert got["switch_update_phases_s"] == {"extract": 2.0} and got["switch_update_counts"] == {"extracted": 2}
+
+
+def test_a_request_the_server_never_answers_fails_the_run_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """speed's language-server measures wait for each answer at most REQUEST_TIMEOUT_S: a lost answer
+    (one run of the benchmark sat 26 minutes on one) fails the run with the request named."""
+    import asyncio
+
+    from benchmark_gen import lsp_latency
+
+    monkeypatch.setattr(lsp_latency, "REQUEST_TIMEOUT_S", 0.2)
+
+    async def never() -> None:
+        await asyncio.Event().wait()
+
+    with pytest.raises(TimeoutError, match="did not answer ctx.indexStatus within"):
+        asyncio.run(lsp_latency._answer(never(), "ctx.indexStatus"))
