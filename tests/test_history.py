@@ -219,3 +219,18 @@ def test_map_ranges() -> None:
     assert map_ranges([(9, 11)], hunks, keep_replaced=True) == [(11, 12), (15, 15)]
     assert map_ranges([(19, 22)], hunks) == [(23, 23), (24, 24)]  # +2 +2 shift, then -2
     assert map_ranges([(20, 21)], hunks, keep_replaced=True) == []
+
+
+def test_git_never_reads_the_stdin_it_would_inherit(tmp_path: Path) -> None:
+    """In the language server fd 0 is the LSP wire: a git child run without input gets /dev/null, so it
+    cannot take bytes of the client's next message. Here the caller's stdin holds bytes; `git
+    hash-object --stdin` run through `Git` must hash nothing, and the bytes must still be there."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    probe = ("import sys; from ctx_lsp.sources.git import Git; "
+             f"print(Git({str(tmp_path)!r}).run('hash-object', '--stdin').decode().strip()); "
+             "print(sys.stdin.read())")
+    out = subprocess.run([sys.executable, "-c", probe], input=b"the client's next message", capture_output=True,
+                         check=True).stdout.decode().splitlines()
+    empty = subprocess.run(["git", "hash-object", "--stdin"], input=b"", capture_output=True, check=True,
+                           cwd=tmp_path).stdout.decode().strip()
+    assert out == [empty, "the client's next message"]

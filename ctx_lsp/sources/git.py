@@ -153,9 +153,12 @@ class Git:
     def run(self, *args: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
         if self.exe is None:
             raise GitError("git binary not found")
+        # without input, stdin is /dev/null, never inherited: in the language server fd 0 is the LSP
+        # wire, and a child that read from it would take bytes of the client's next message
+        feed: dict[str, Any] = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
         try:
             p = subprocess.run([self.exe, "-c", "core.quotepath=false", *args], cwd=self.root, env=self.env,
-                               input=stdin, capture_output=True, timeout=GIT_TIMEOUT)
+                               capture_output=True, timeout=GIT_TIMEOUT, **feed)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise GitError(f"git {args[0]}: {exc}") from exc
         if p.returncode not in ok:
