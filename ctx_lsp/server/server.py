@@ -301,9 +301,10 @@ class CtxLanguageServer(LanguageServer):
     async def flush(self, root: Root) -> None:
         if root.git is None:  # asks git once where its directory is: a subprocess, off the loop
             root.git = GitHold(await asyncio.to_thread(GitActivity.find, root.path))
-        if root.pending or root.notes or root.backlog_size():
+        held = root.held_for_git()  # then only buffers and notes have anything to fold in
+        if root.notes or root.backlog_size() or any(not held or s == BUFFER for s in root.pending.values()):
             await self.query(root, lambda ctx: None)
-        if root.pending and root.held_for_git():
+        if not root.indexing and root.held_for_git():  # indexing folds them in when it ends
             self.debounce(str(root.path), GIT_POLL_MS / 1000, lambda: self.spawn(self.flush(root)))
 
     def schedule_flush(self, root: Root) -> None:
