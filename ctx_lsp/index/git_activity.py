@@ -41,7 +41,7 @@ class GitActivity:
         self.git_dir = gd
         self.lock = gd / "index.lock" if gd is not None else None
         self.sequences = tuple(gd / n for n in _SEQUENCES) if gd is not None else ()
-        self.wait_s = wait_ms / 1000
+        self.wait_ms, self.wait_s = wait_ms, wait_ms / 1000
 
     @classmethod
     def find(cls, root: Path, wait_ms: int = GIT_WAIT_MS) -> GitActivity:

@@ -81,7 +81,6 @@ class TreeWatcher:
         # git's index lock and the folders of a rebase, cherry-pick or revert replaying commits: found
         # by the watcher's thread when it starts (it asks git: not on the owner's event loop)
         self.git = GitActivity(None, git_wait_ms)
-        self.git_wait_s = git_wait_ms / 1000
         # whether discovery goes into a directory (WorkspaceIndex.accepts_dir: the user's exclude globs
         # too); by default only what a `.gitignore` or a virtual environment leaves out
         self.accepts_dir = accepts_dir or (lambda rel: not listing_skips(self.root, rel, is_dir=True))
@@ -184,7 +183,7 @@ class TreeWatcher:
 
     # -- batching (this watcher's thread) ------------------------------------------------------------
     def _run(self) -> None:
-        self.git = GitActivity.find(self.root, int(self.git_wait_s * 1000))
+        self.git = GitActivity.find(self.root, self.git.wait_ms)
         try:
             observer = _InotifyTree(self) if _use_inotify() else _observe(self)
         except Exception as exc:  # no inotify watches left, no inotify, a vanished root: serve without
@@ -203,7 +202,7 @@ class TreeWatcher:
 
     def _next_batch(self) -> list[str] | None:
         """Wait for events, then until they are quiet for QUIET_MS (or MAX_BATCH_MS passed) and git is
-        not writing the tree (up to `git_wait_s`); None once stopped."""
+        not writing the tree (up to `git.wait_s`); None once stopped."""
         hold = GitHold(self.git)
         with self._cond:
             while True:
@@ -218,7 +217,7 @@ class TreeWatcher:
                         # a stream of writes is cut every max_batch_s, but not while git replays commits:
                         # a rebase rewrites the tree once per commit, and only its end (or a stop for the
                         # user: the writes pause) is worth indexing
-                        due = min(quiet, self._first + self.git_wait_s)
+                        due = min(quiet, self._first + self.git.wait_s)
                     if now >= due:
                         if hold.holds():
                             self._state["git_busy"] = True
