@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctx_lsp.index.discovery import FileFilter
+from ctx_lsp.index.git_activity import GitActivity
 from ctx_lsp.index.model import Edge, EdgeKind, Node
 from ctx_lsp.index.workspace import BuildReport, Progress, WorkspaceIndex
 
@@ -70,6 +71,7 @@ class Engine:
         self.lock = threading.RLock()
         self.opened = False
         self._retriever: Any = None
+        self._git: GitActivity | None = None  # found on the first wait_for_git
         # the lexical indexes are written with the cache, so a fresh process need not rebuild them
         self.index.save_sections["lexical"] = lambda: self.retriever.lexical_snapshot()
 
@@ -114,6 +116,16 @@ class Engine:
                     import logging
 
                     logging.getLogger(__name__).exception("history sync failed")
+
+    def wait_for_git(self, on_wait: Callable[[], None] | None = None) -> float:
+        """Before a request reads the disk (the one-shot CLI, the daemon, the MCP bridge): wait while
+        git writes the work tree, at most git_activity.GIT_WAIT_MS, so the answer is about the tree a
+        checkout leaves and not a half-written one. Not under the lock (other callers go on). The
+        language server never blocks on git: it answers from the graph as it was (GitHold). Returns
+        the seconds waited; `on_wait` is called once if it waits."""
+        if self._git is None:
+            self._git = GitActivity.find(self.root)  # one `git rev-parse` (~1 ms), then stats only
+        return self._git.settle(on_wait)
 
     def refresh(self) -> list[str]:
         """Re-read files changed on disk (by size/mtime, then content hash)."""

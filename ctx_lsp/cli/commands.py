@@ -189,12 +189,18 @@ def _try_daemon(args: argparse.Namespace, op: str, params: dict[str, Any]) -> An
         return None
 
 
+def _waiting_for_git() -> None:
+    logging.getLogger(__name__).info("waiting for git to finish writing the work tree (its index.lock)")
+    _notify("waiting for git to finish writing the work tree")
+
+
 def open_engine(args: argparse.Namespace, progress: Any = None, dense: Any = None):  # type: ignore[no-untyped-def]
     from ctx_lsp.engine import Engine
 
     engine = Engine(workspace_root(args), cache_dir=Path(args.cache_dir) if args.cache_dir else None, flt=file_filter(args),
                     dense=dense)
     engine.index.background_save = True  # answer first; the process exits once the cache is written
+    engine.wait_for_git(_waiting_for_git)
     engine.open(progress)
     return engine
 
@@ -395,6 +401,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     state = "ready" if info.get("ready") else ("failed: " + str(info["failed"]) if info.get("failed") else "loading")
     print(f"ctx-lsp daemon {info['pid']} ({info['version']}) serving {info['root']}: {state}, {info['files']} files, "
           f"{info['requests']} requests, idle {info['idle_s']} s of {info['idle_timeout']:.0f} s, peak RSS {info['rss_mb']} MB")
+    if info.get("waiting_for_git"):
+        print(f"  {info['waiting_for_git']} request(s) waiting for git to finish writing the work tree")
     watch = info.get("watch")
     if watch is None:
         print("  not watching the tree (started with --no-watch): each call refreshes the index itself")

@@ -1,7 +1,8 @@
 """`ctx-lsp daemon run`: one warm engine for a workspace, answering one-shot callers over a local socket.
 
 The wire and the client live in `ctx_lsp.daemon.client`. Every request that reads the workspace first
-brings the index in line with the disk (`Engine.refresh`: size/mtime, then content hash), and starts
+brings the index in line with the disk (`Engine.refresh`: size/mtime, then content hash; once git is
+done writing the tree, `Engine.wait_for_git`), and starts
 from the memory a fresh process would have (working memory empty, episodes as on disk), so an answer
 equals the in-process one-shot answer on the same files. Unless started with `--no-watch`, it also
 watches the tree (`watch.py`) and refreshes in the background once a batch of changes settles, so the
@@ -54,6 +55,8 @@ class Daemon:
         self.started = time.time()
         self.last_request = time.monotonic()
         self.requests = 0
+        self.git_waits = 0  # requests waiting for git to finish writing the tree now
+        self._waits_lock = threading.Lock()
         self.ready = threading.Event()
         self.failed: str | None = None
         self._bridge: Any = None
@@ -91,6 +94,7 @@ class Daemon:
                 "idle_timeout": self.idle_timeout, "idle_s": round(time.monotonic() - self.last_request, 1),
                 "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                 "files": len(self.engine.index.facts) if self.ready.is_set() else None,
+                "waiting_for_git": self.git_waits,
                 # the last open or refresh (copied: dict() is atomic, and a request thread may be updating):
                 # seconds per stage, and the processes its extraction and binding used
                 "last_update": ({"phases": {k: round(v, 3) for k, v in dict(self.engine.index.phases).items()},
@@ -110,6 +114,8 @@ class Daemon:
         if self.failed:
             raise RuntimeError(self.failed)
         self.requests += 1
+        if op in ("context", "neighbors", "mcp"):
+            self._wait_for_git()
         if op == "context":
             return self._context(params)
         if op == "neighbors":
@@ -117,6 +123,22 @@ class Daemon:
         if op == "mcp":
             return self._mcp(params)
         raise UserError(f"unknown daemon request: {op!r}")
+
+    def _wait_for_git(self) -> None:
+        """Before the request's refresh, outside the engine lock; `status` shows requests waiting."""
+        waited = []
+
+        def started() -> None:
+            with self._waits_lock:
+                self.git_waits += 1
+            waited.append(True)
+
+        try:
+            self.engine.wait_for_git(started)
+        finally:
+            if waited:
+                with self._waits_lock:
+                    self.git_waits -= 1
 
     def _fresh_session(self) -> None:
         self.engine.refresh()

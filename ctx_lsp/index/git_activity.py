@@ -2,16 +2,19 @@
 
 Why: a `git checkout`, `merge`, `reset` or `pull` writes hundreds of files while it holds the work
 tree's index lock, and a rebase rewrites the tree once per commit it replays. A refresh in the middle
-indexes a half-written tree and is done again a moment later, on the CPU git needs. Both the file
-watcher (`watch.py`: the daemon, the MCP bridge, the language server's own watcher) and the language
-server's handling of the client's `workspace/didChangeWatchedFiles` (VS Code) ask this module, so they
-wait by one rule.
+indexes a half-written tree and is done again a moment later, on the CPU git needs. The file watcher
+(`watch.py`: the daemon, the MCP bridge, the language server's own watcher), the language server's
+handling of the client's `workspace/didChangeWatchedFiles` (VS Code, which holds those changes and
+answers from the graph as it was) and the request paths that refresh before answering
+(`Engine.wait_for_git`: the one-shot CLI, the daemon, the MCP bridge, which wait) ask this module, so
+they wait by one rule.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 GIT_POLL_MS = 100  # while git holds its index lock, look again this often
@@ -62,6 +65,21 @@ class GitActivity:
         """Whether git replays commits (a rebase, a cherry-pick or revert sequence), which writes the
         tree once per commit, with pauses shorter than a watcher's batch limit."""
         return any(os.path.isdir(d) for d in self.sequences)
+
+    def settle(self, on_wait: Callable[[], None] | None = None) -> float:
+        """Block while git writes the tree, at most `wait_s`; the seconds waited. For a caller about to
+        read the disk for an answer (the one-shot CLI, the daemon, the MCP bridge): its answer is then
+        about the tree git leaves, not a half-written one. Not a rebase's pauses (`replaying`): a
+        rebase stopped on a conflict lasts as long as the user takes. `on_wait`: called once, when
+        waiting starts."""
+        hold = GitHold(self)
+        t = time.monotonic()
+        while hold.holds():
+            if on_wait is not None:
+                on_wait()
+                on_wait = None
+            time.sleep(GIT_POLL_MS / 1000)
+        return time.monotonic() - t
 
 
 class GitHold:

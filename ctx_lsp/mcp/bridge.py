@@ -82,6 +82,7 @@ class Bridge:
 
     def _fresh(self) -> None:
         try:
+            self.engine.wait_for_git()
             changed = self.engine.refresh()
         except Exception as exc:  # an unreadable cache or root: tell the agent, keep serving
             log.exception("refresh failed")

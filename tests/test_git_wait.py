@@ -1,0 +1,126 @@
+"""Callers that refresh before answering (the one-shot CLI, the daemon) wait while git writes the work
+tree, and answer about the tree git leaves: real subprocesses, a real `git init`, the work tree's
+`index.lock` created and removed as git does."""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ctx_lsp.index.git_activity import GitActivity
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_daemon import FIXTURE, Ws, pack_of, run, start  # noqa: E402
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None or not hasattr(os, "getuid"), reason="git, Unix sockets")
+
+QUERY = "who calls compute_loyalty_points"
+NEW_CODE = "\n\ndef compute_loyalty_points(total):\n    return int(total // 10)\n"
+
+
+def _repo(tmp_path: Path) -> Ws:
+    root = tmp_path / "ws"
+    shutil.copytree(FIXTURE, root)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    return Ws(root, tmp_path / "cache")
+
+
+def _wait_for(cond, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _has_new_function(pack: dict) -> bool:
+    return any(i["symbol"] == "compute_loyalty_points" for i in pack["items"])
+
+
+def _popen(ws: Ws, mode: str | None, *extra: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "CTX_LSP_DAEMON"}
+    if mode is not None:
+        env["CTX_LSP_DAEMON"] = mode
+    return subprocess.Popen([sys.executable, "-m", "ctx_lsp", "context", "--json", *ws.common, *extra, QUERY],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_settle_waits_for_the_lock_and_ignores_one_left_by_a_dead_git(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    git = GitActivity.find(tmp_path)
+    lock = tmp_path / ".git" / "index.lock"
+    assert git.settle() < 0.05  # no lock: no wait
+    lock.write_text("")
+    started: list[float] = []
+    threading.Timer(0.5, lock.unlink).start()
+    t = time.monotonic()
+    waited = git.settle(lambda: started.append(time.monotonic() - t))
+    assert waited >= 0.45 and not lock.exists()
+    assert len(started) == 1 and started[0] < 0.3  # told once, when the wait began
+    lock.write_text("")
+    hour_ago = time.time() - 3600
+    os.utime(lock, (hour_ago, hour_ago))
+    assert git.settle() < 0.05  # a lock older than the cap holds nothing
+
+
+def test_a_daemon_call_made_while_git_writes_waits_and_answers_about_the_finished_tree(tmp_path: Path) -> None:
+    ws = _repo(tmp_path)
+    try:
+        start(ws)
+        lock = ws.root / ".git" / "index.lock"
+        lock.write_text("")  # git starts a checkout
+        call = _popen(ws, None)
+        assert _wait_for(lambda: ws.status()[1].get("waiting_for_git") == 1), ws.status()
+        mod = next(ws.root.glob("shop/*.py"))
+        mod.write_text(mod.read_text() + NEW_CODE)  # git goes on writing
+        lock.unlink()  # and is done
+        out, err = call.communicate(timeout=60)
+        pack = pack_of(subprocess.CompletedProcess(call.args, call.returncode, out, err))
+        assert _has_new_function(pack)  # the answer is about the tree git left
+        _, info = ws.status()
+        assert info["waiting_for_git"] == 0 and info["requests"] >= 1
+        assert pack == pack_of(run("context", "--json", *ws.common, QUERY, mode="off"))
+    finally:
+        run("daemon", "stop", *ws.common, timeout=30)
+
+
+def test_a_one_shot_call_made_while_git_writes_waits_and_answers_about_the_finished_tree(tmp_path: Path) -> None:
+    ws = _repo(tmp_path)
+    assert run("index", *ws.common, mode="off").returncode == 0  # a warm cache, as a user's would be
+    lock = ws.root / ".git" / "index.lock"
+    lock.write_text("")
+    call = _popen(ws, "off", "-v")
+    assert call.stderr is not None
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in call.stderr], daemon=True).start()  # type: ignore[union-attr]
+    seen = ""
+    end = time.monotonic() + 30
+    while "waiting for git" not in seen and time.monotonic() < end:
+        try:
+            seen += lines.get(timeout=1)
+        except queue.Empty:
+            pass
+    assert "waiting for git" in seen
+    assert call.poll() is None  # still waiting: nothing answered from the half-written tree
+    mod = next(ws.root.glob("shop/*.py"))
+    mod.write_text(mod.read_text() + NEW_CODE)
+    lock.unlink()
+    out = call.stdout.read() if call.stdout else ""
+    assert call.wait(timeout=60) == 0
+    pack = pack_of(subprocess.CompletedProcess(call.args, 0, out, ""))
+    assert _has_new_function(pack)
+    # a lock left by a git that died an hour ago holds nothing
+    lock.write_text("")
+    hour_ago = time.time() - 3600
+    os.utime(lock, (hour_ago, hour_ago))
+    stale = run("context", "--json", *ws.common, "-v", QUERY, mode="off", timeout=25)
+    assert stale.returncode == 0 and "waiting for git" not in stale.stderr
