@@ -240,6 +240,10 @@ async def test_changes_on_disk_wait_while_git_writes_the_tree(bare: LanguageClie
     assert st["files"] == 4 and st["folders"][0]["git_busy"] is True
     assert st["dirty_files"] == ["shop/models.py"]  # the buffer went in
     assert await callers(bare, refund) == {}
+    # the wait shows as one work-done progress (VS Code's status bar), begun and not ended
+    shown = [t for t, r in bare.progress_reports.items()
+             if r and isinstance(r[0], types.WorkDoneProgressBegin) and "git" in r[0].title]
+    assert len(shown) == 1 and not isinstance(bare.progress_reports[shown[0]][-1], types.WorkDoneProgressEnd)
     seen = len(updates)
     lock.unlink()  # git is done: the server applies the held changes with no request to prompt it
     loop = asyncio.get_running_loop()
@@ -248,6 +252,9 @@ async def test_changes_on_disk_wait_while_git_writes_the_tree(bare: LanguageClie
         assert loop.time() < deadline, "the held changes were not applied once the lock was gone"
         await asyncio.sleep(0.05)
     assert set(await callers(bare, refund)) == {"bulk"}
+    while not isinstance(bare.progress_reports[shown[0]][-1], types.WorkDoneProgressEnd):
+        assert loop.time() < deadline, "the progress did not end once the held changes went in"
+        await asyncio.sleep(0.05)
     assert (await command(bare, "ctx.indexStatus"))["folders"][0]["git_busy"] is False
     # a stale lock: the change goes in as usual
     lock.touch()
@@ -258,6 +265,8 @@ async def test_changes_on_disk_wait_while_git_writes_the_tree(bare: LanguageClie
         types.FileEvent(uri=uri(ws, "shop/extra.py"), type=types.FileChangeType.Deleted)]))
     assert await callers(bare, refund) == {}
     assert (await command(bare, "ctx.indexStatus"))["files"] == 4
+    assert sum("git" in r[0].title for r in bare.progress_reports.values()
+               if r and isinstance(r[0], types.WorkDoneProgressBegin)) == 1  # nothing waited this time
 
 
 # -- servers with their own settings ------------------------------------------------------------------

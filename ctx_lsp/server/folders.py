@@ -38,6 +38,9 @@ class IndexingCancelled(Exception):
 REFRESH_AT = 16
 
 
+PROGRESS_STARTING, PROGRESS_REFUSED = "\0starting", "\0refused"
+
+
 @dataclass
 class Root:
     name: str
@@ -60,6 +63,9 @@ class Root:
     # changes on disk wait while git writes the tree (git_activity.py); None until git was asked where
     # its directory is (off the event loop, before the first flush)
     git: GitHold | None = None
+    # the work-done progress shown while they wait: its token, PROGRESS_STARTING while the client is
+    # asked for one, PROGRESS_REFUSED when it would not give one (for this wait), None when not waiting
+    git_progress: str | None = None
     buffers: dict[str, str] = field(default_factory=dict)  # rel -> text of the buffers folded into the graph
     updates: int = 0  # index updates so far (counted by the server's index listener, in the updating thread)
     _waiting: int = 0

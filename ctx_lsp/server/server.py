@@ -37,6 +37,8 @@ from ctx_lsp.server.folders import (
     DISK,
     FAILED,
     INDEXING,
+    PROGRESS_REFUSED,
+    PROGRESS_STARTING,
     READY,
     IndexingCancelled,
     Root,
@@ -306,6 +308,35 @@ class CtxLanguageServer(LanguageServer):
             await self.query(root, lambda ctx: None)
         if not root.indexing and root.held_for_git():  # indexing folds them in when it ends
             self.debounce(str(root.path), GIT_POLL_MS / 1000, lambda: self.spawn(self.flush(root)))
+        await self.show_git_wait(root)
+
+    async def show_git_wait(self, root: Root) -> None:
+        """While changes on disk wait for git, a work-done progress says so (VS Code's status bar,
+        Neovim's LspProgress): answers meanwhile come from the graph as it was before the checkout.
+        It ends once they are applied (flush runs again until then, and after indexing)."""
+        waiting = not root.indexing and root.held_for_git()
+        if waiting and root.git_progress is None:
+            window = self.client_capabilities.window
+            if window is None or not window.work_done_progress:
+                return
+            token = f"ctx-lsp-git-{uuid.uuid4().hex[:8]}"
+            root.git_progress = PROGRESS_STARTING  # a flush meanwhile neither starts nor ends another
+            try:
+                await self.work_done_progress.create_async(token)
+                self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+                    title="ctx-lsp: waiting for git", cancellable=False,
+                    message=f"{root.name}: changes on disk go in once git is done writing the tree"))
+            except Exception as exc:  # the client refused the token: wait without showing it
+                log.warning("progress token refused: %s", exc)
+                root.git_progress = PROGRESS_REFUSED
+                return
+            root.git_progress = token
+            waiting = not root.indexing and root.held_for_git()  # git may be done by now
+        if not waiting and root.git_progress not in (None, PROGRESS_STARTING):
+            token, root.git_progress = root.git_progress, None
+            if token != PROGRESS_REFUSED:
+                self.work_done_progress.end(token, types.WorkDoneProgressEnd(
+                    message=f"{root.name}: no longer waiting for git"))
 
     def schedule_flush(self, root: Root) -> None:
         self.debounce(str(root.path), self.options.debounce_ms / 1000, lambda: self.spawn(self.flush(root)))
