@@ -119,8 +119,8 @@ class Engine:
 
     def wait_for_git(self, on_wait: Callable[[], None] | None = None) -> float:
         """Before a request reads the disk (the one-shot CLI, the daemon, the MCP bridge): wait while
-        git writes the work tree, at most git_activity.GIT_WAIT_MS, so the answer is about the tree a
-        checkout leaves and not a half-written one. Not under the lock (other callers go on). The
+        git writes the work tree, at most git_activity.REQUEST_WAIT_S, so the answer is about the tree
+        a checkout leaves and not a half-written one. Not under the lock (other callers go on). The
         language server never blocks on git: it answers from the graph as it was (GitHold). Returns
         the seconds waited; `on_wait` is called once if it waits."""
         if self._git is None:

@@ -70,6 +70,9 @@ def test_settle_waits_for_the_lock_and_ignores_one_left_by_a_dead_git(tmp_path: 
     hour_ago = time.time() - 3600
     os.utime(lock, (hour_ago, hour_ago))
     assert git.settle() < 0.05  # a lock older than the cap holds nothing
+    os.utime(lock)  # a fresh lock that stays (`git commit` with its message editor open)
+    waited = git.settle(limit_s=0.5)
+    assert 0.45 <= waited < 2.0 and lock.exists()  # a request waits only so long
 
 
 def test_a_daemon_call_made_while_git_writes_waits_and_answers_about_the_finished_tree(tmp_path: Path) -> None:

@@ -19,6 +19,9 @@ from pathlib import Path
 
 GIT_POLL_MS = 100  # while git holds its index lock, look again this often
 GIT_WAIT_MS = 30_000  # hold changes at most this long for git; a lock this old was left by a git that died
+# A request waits less: a checkout writes its files in a second or two, but `git commit` holds the lock
+# for as long as its message editor is open, with the tree unchanged, and someone is waiting for the answer
+REQUEST_WAIT_S = 5.0
 _SEQUENCES = ("rebase-merge", "rebase-apply", "sequencer")
 
 
@@ -66,15 +69,15 @@ class GitActivity:
         tree once per commit, with pauses shorter than a watcher's batch limit."""
         return any(os.path.isdir(d) for d in self.sequences)
 
-    def settle(self, on_wait: Callable[[], None] | None = None) -> float:
-        """Block while git writes the tree, at most `wait_s`; the seconds waited. For a caller about to
-        read the disk for an answer (the one-shot CLI, the daemon, the MCP bridge): its answer is then
-        about the tree git leaves, not a half-written one. Not a rebase's pauses (`replaying`): a
-        rebase stopped on a conflict lasts as long as the user takes. `on_wait`: called once, when
+    def settle(self, on_wait: Callable[[], None] | None = None, limit_s: float = REQUEST_WAIT_S) -> float:
+        """Block while git writes the tree, at most `limit_s`; the seconds waited. For a caller about
+        to read the disk for an answer (the one-shot CLI, the daemon, the MCP bridge): its answer is
+        then about the tree git leaves, not a half-written one. Not a rebase's pauses (`replaying`):
+        a rebase stopped on a conflict lasts as long as the user takes. `on_wait`: called once, when
         waiting starts."""
-        hold = GitHold(self)
+        limit = min(limit_s, self.wait_s)
         t = time.monotonic()
-        while hold.holds():
+        while self.writing() and time.monotonic() - t < limit:
             if on_wait is not None:
                 on_wait()
                 on_wait = None
