@@ -7,7 +7,7 @@
 // Env: VSCODE_E2E_PLAYWRIGHT, VSCODE_E2E_CHROMIUM (from the vscode-e2e setup script).
 import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const { values: opt } = parseArgs({
@@ -22,6 +22,8 @@ const { values: opt } = parseArgs({
     // the "not installed" notification and the restart on a settings change.
     'settings-file': { type: 'string' },
     'bad-python': { type: 'string' },
+    // Optional: the opened folder, a git work tree, for the wait while git holds its index lock.
+    workspace: { type: 'string' },
   },
 });
 if (!opt.url) {
@@ -367,6 +369,27 @@ try {
     .waitFor({ timeout: 10000 }).then(() => true, () => false);
   if (!at21) throw new Error(`clicking Repository.save should open models.py:21, status bar: ${JSON.stringify(await statusTexts())}`);
   log('graph node Repository.save opened models.py:21');
+
+  // 8. Files changed while git holds its index lock (a checkout under way) wait, and VS Code's status
+  //    bar says so ("ctx-lsp: waiting for git", a work-done progress); once the lock is gone they go in.
+  if (opt.workspace) {
+    step = 'git wait';
+    const before = Number(/ctx: (\d+) files?/.exec((await ready.innerText()).trim())[1]);
+    const lock = join(opt.workspace, '.git', 'index.lock');
+    writeFileSync(lock, '');
+    writeFileSync(join(opt.workspace, 'shop', 'added_by_checkout.py'), 'def added_by_checkout():\n    return 1\n');
+    const waiting = page.locator('.monaco-workbench .part.statusbar .statusbar-item', { hasText: 'waiting for git' }).first();
+    await waiting.waitFor({ timeout: 30000 });
+    const held = (await waiting.innerText()).trim();
+    log(`while git holds its lock: "${held}"`);
+    if (!held.includes(`${before} file`)) throw new Error(`the held change went in while git held its lock: "${held}"`);
+    await shot('vscode-waiting-for-git.png', false);
+    unlinkSync(lock);
+    await waiting.waitFor({ state: 'detached', timeout: 30000 });
+    const after = page.locator('.monaco-workbench .part.statusbar .statusbar-item', { hasText: new RegExp(`ctx: ${before + 1} files? ·`) }).first();
+    await after.waitFor({ timeout: 30000 });
+    log(`once the lock was gone: "${(await after.innerText()).trim()}"`);
+  }
 
   // 7. A settings change restarts the server; an interpreter without ctx_lsp gives a notification
   //    with an "Install ctx-lsp" action (not a silent failure); restoring the setting recovers.

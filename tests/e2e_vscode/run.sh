@@ -45,6 +45,7 @@ T=$(mktemp -d)
 WS=$T/workspace
 cp -r "$HERE/workspace" "$WS"
 find "$WS" -name __pycache__ -prune -exec rm -rf {} +
+git -C "$WS" init -q  # a git work tree, for drive.mjs's wait while git holds its index lock
 mkdir -p "$T/data/User" "$T/data/Machine" "$T/ext" "$ART"
 rm -rf "$ART"/*.png "$ART"/*.log "$ART/logs"
 "$PYTHON" - "$T/data/User/settings.json" "$PYTHON" "$T/cache" <<'PY'
@@ -116,7 +117,7 @@ log "code-server at $URL"
 # 5. Drive the workbench ---------------------------------------------------------------------------
 "$VSCODE_E2E_NODE" "$HERE/drive.mjs" --url "$URL/?folder=$WS" --artifacts "$ART" \
   --query "who calls save" --expect-file shop/service.py --neighbours-file shop/service.py \
-  --settings-file "$T/data/Machine/settings.json" --bad-python "$T/nopy/python3"
+  --settings-file "$T/data/Machine/settings.json" --bad-python "$T/nopy/python3" --workspace "$WS"
 for f in vscode-context.png vscode-neighbours.png vscode-context-for-selection.png vscode-graph.png; do
   [ -s "$ART/$f" ] || { log "missing screenshot $f"; exit 1; }
 done

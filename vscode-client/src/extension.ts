@@ -48,7 +48,7 @@ function currentInitOptions(scope?: vscode.Uri): InitializationOptions {
 class StatusBar implements vscode.Disposable {
   readonly item = vscode.window.createStatusBarItem('ctxLsp.status', vscode.StatusBarAlignment.Left, 50);
   status: IndexStatus | undefined;
-  progress: { message?: string; percentage?: number; token?: string | number; cancellable?: boolean } | undefined;
+  progress: { title?: string; message?: string; percentage?: number; token?: string | number; cancellable?: boolean } | undefined;
 
   constructor() {
     this.item.name = 'ctx-lsp';
@@ -231,15 +231,16 @@ class ServerManager implements vscode.Disposable {
     this.poll(200);
   }
 
-  /** Work-done progress (title "ctx-lsp: indexing") -> the status bar item (percentage, message). */
+  /** Work-done progress ("ctx-lsp: indexing", "ctx-lsp: waiting for git") -> the status bar item
+   *  (what it does, percentage, message). */
   private trackProgress(client: LanguageClient): void {
     client.onRequest(WorkDoneProgressCreateRequest.type, (params) => {
       const sub = client.onProgress(WorkDoneProgress.type, params.token, (v: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd) => {
         if (v.kind === 'begin') {
-          this.status.progress = { message: v.message ?? v.title, percentage: v.percentage, token: params.token, cancellable: v.cancellable };
+          this.status.progress = { title: v.title, message: v.message ?? v.title, percentage: v.percentage, token: params.token, cancellable: v.cancellable };
         } else if (v.kind === 'report') {
           const p = this.status.progress;
-          this.status.progress = { message: v.message ?? p?.message, percentage: v.percentage ?? p?.percentage, token: params.token, cancellable: v.cancellable ?? p?.cancellable };
+          this.status.progress = { title: p?.title, message: v.message ?? p?.message, percentage: v.percentage ?? p?.percentage, token: params.token, cancellable: v.cancellable ?? p?.cancellable };
         } else {
           this.status.progress = undefined;
           sub.dispose();

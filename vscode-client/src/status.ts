@@ -29,11 +29,26 @@ export function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
 }
 
-/** Status bar text for an indexStatus payload, plus an optional work-done progress message. */
-export function statusView(s: IndexStatus | undefined, progress?: { message?: string; percentage?: number }): StatusView {
+export interface ProgressView {
+  title?: string;
+  message?: string;
+  percentage?: number;
+}
+
+/** What a work-done progress says the server is doing, from its title ("ctx-lsp: indexing",
+ *  "ctx-lsp: waiting for git"); "indexing" when it has none. */
+export function activity(progress?: ProgressView): string {
+  const t = progress?.title?.replace(/^ctx-lsp:\s*/, '').trim();
+  return t ? t : 'indexing';
+}
+
+/** Status bar text for an indexStatus payload, plus an optional work-done progress. */
+export function statusView(s: IndexStatus | undefined, progress?: ProgressView): StatusView {
+  const doing = activity(progress);
+  const Doing = doing.charAt(0).toUpperCase() + doing.slice(1);
   if (!s) {
     const pct = progress?.percentage !== undefined ? ` ${Math.round(progress.percentage)}%` : '';
-    return { text: `$(sync~spin) ctx: indexing${pct}…`, tooltip: progress?.message ?? 'ctx-lsp is indexing the workspace', warning: false, busy: true };
+    return { text: `$(sync~spin) ctx: ${doing}${pct}…`, tooltip: progress?.message ?? 'ctx-lsp is indexing the workspace', warning: false, busy: true };
   }
   const files = s.files ?? 0;
   const edges = edgeTotal(s);
@@ -52,8 +67,9 @@ export function statusView(s: IndexStatus | undefined, progress?: { message?: st
   tooltip.push('Click for actions');
   if (s.indexing || progress) {
     const pct = progress?.percentage !== undefined ? ` ${Math.round(progress.percentage)}%` : '';
-    if (progress?.message) tooltip.unshift(`Indexing: ${progress.message}`);
-    return { text: `$(sync~spin) ctx: indexing${pct}…${files ? ' ' + plural(files, 'file') : ''}`, tooltip: tooltip.join('\n'), warning: false, busy: true };
+    const what = progress ? doing : 'indexing';
+    if (progress?.message) tooltip.unshift(`${progress ? Doing : 'Indexing'}: ${progress.message}`);
+    return { text: `$(sync~spin) ctx: ${what}${pct}…${files ? ' ' + plural(files, 'file') : ''}`, tooltip: tooltip.join('\n'), warning: false, busy: true };
   }
   const stale = s.stale ? ` · $(warning) stale${dirty.length ? ` (${dirty.length})` : ''}` : '';
   const failure = failed.some((f) => f.state === 'failed') ? ' · $(error) indexing failed' : '';

@@ -19,6 +19,12 @@ test('statusView: stale and indexing', () => {
   const busy = statusView({ files: 0, indexing: false }, { percentage: 10, message: 'ws: parsing 1/10' });
   assert.equal(busy.text, '$(sync~spin) ctx: indexing 10%…');
   assert.match(busy.tooltip, /^Indexing: ws: parsing 1\/10/);
+  // a progress that is not indexing says what it is (the server waits for git to finish a checkout)
+  const git = statusView({ files: 4, edges: { CALLS: 2 }, indexing: false },
+    { title: 'ctx-lsp: waiting for git', message: 'ws: changes on disk go in once git is done writing the tree' });
+  assert.equal(git.text, '$(sync~spin) ctx: waiting for git… 4 files');
+  assert.match(git.tooltip, /^Waiting for git: ws: changes on disk go in/);
+  assert.match(statusView({ files: 4, indexing: false }, { title: 'ctx-lsp: indexing', message: 'ws' }).text, /ctx: indexing… 4 files/);
   assert.equal(edgeTotal({ edges: 7 }), 7);
   const failed = statusView({ files: 2, edges: {}, stale: true, indexing: false, folders: [{ name: 'ws', state: 'failed', error: 'disk full' }] });
   assert.equal(failed.text, '$(database) ctx: 2 files · 0 edges · $(warning) stale · $(error) indexing failed');
