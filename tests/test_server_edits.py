@@ -347,6 +347,24 @@ async def test_a_changed_exclude_setting_moves_the_servers_own_watches(bare: Lan
     await poll_status(bare, lambda s: s["files"] == 6, timeout=20)
 
 
+async def test_the_servers_own_watcher_waits_for_git_and_the_status_says_so(bare: LanguageClient, tmp_path: Path) -> None:
+    """Neovim on Linux: a checkout seen by the server's own watcher waits while git holds its index
+    lock, and `ctx.indexStatus` says `git_busy` meanwhile, as for changes the client reports."""
+    ws = copy_workspace(tmp_path / "ws")
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    await initialize(bare, ws, "neovim", tmp_path / "cache", init={"jediRefinement": False})
+    assert (await wait_indexed(bare))["files"] == 4
+    await poll_status(bare, lambda s: s["folders"][0]["watching"] is True)
+    lock = ws / ".git" / "index.lock"
+    lock.touch()
+    (ws / "shop/extra.py").write_text("def extra():\n    return 1\n", encoding="utf-8")
+    st = await poll_status(bare, lambda s: s["folders"][0]["git_busy"] is True, timeout=20)
+    assert st["files"] == 4  # held: not in the index yet
+    lock.unlink()
+    st = await poll_status(bare, lambda s: s["files"] == 5, timeout=20)
+    assert st["folders"][0]["git_busy"] is False
+
+
 async def test_multi_root_workspace(bare: LanguageClient, tmp_path: Path) -> None:
     a = copy_workspace(tmp_path / "alpha")
     b = copy_workspace(tmp_path / "beta")

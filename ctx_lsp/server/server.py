@@ -410,8 +410,10 @@ class CtxLanguageServer(LanguageServer):
             st.update({"name": root.name, "uri": root.uri, "state": state, "error": root.error,
                        # the server's own file watcher runs (only for clients that cannot watch files)
                        "watching": bool(root.watcher is not None and root.watcher.state()["watching"]),
-                       # changes on disk wait while git writes the tree (a checkout, merge, reset, pull)
-                       "git_busy": root.held_for_git()})
+                       # changes on disk wait while git writes the tree (a checkout, merge, reset, pull):
+                       # the client's reported ones here, or a batch in the server's own watcher
+                       "git_busy": root.held_for_git() or bool(root.watcher is not None
+                                                               and root.watcher.state().get("git_busy"))})
             folders.append(st)
         edges: dict[str, int] = {}
         for f in folders:
