@@ -360,9 +360,23 @@ async def test_the_servers_own_watcher_waits_for_git_and_the_status_says_so(bare
     (ws / "shop/extra.py").write_text("def extra():\n    return 1\n", encoding="utf-8")
     st = await poll_status(bare, lambda s: s["folders"][0]["git_busy"] is True, timeout=20)
     assert st["files"] == 4  # held: not in the index yet
+
+    def git_progress() -> list[Any]:
+        return [r for r in bare.progress_reports.values()
+                if r and isinstance(r[0], types.WorkDoneProgressBegin) and "git" in r[0].title]
+
+    async def shown() -> bool:
+        return len(git_progress()) == 1
+
+    async def ended() -> bool:
+        return isinstance(git_progress()[0][-1], types.WorkDoneProgressEnd)
+
+    assert await eventually(shown)  # a work-done progress (Neovim's LspProgress, VS Code's status bar)
+    assert not isinstance(git_progress()[0][-1], types.WorkDoneProgressEnd)
     lock.unlink()
     st = await poll_status(bare, lambda s: s["files"] == 5, timeout=20)
     assert st["folders"][0]["git_busy"] is False
+    assert await eventually(ended)
 
 
 async def test_multi_root_workspace(bare: LanguageClient, tmp_path: Path) -> None:

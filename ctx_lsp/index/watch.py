@@ -75,7 +75,8 @@ class TreeWatcher:
 
     def __init__(self, root: Path, accepts: Callable[[str], bool], on_change: Callable[[list[str]], Any],
                  ignore: Iterable[Path] = (), quiet_ms: int = QUIET_MS, max_batch_ms: int = MAX_BATCH_MS,
-                 accepts_dir: Callable[[str], bool] | None = None, git_wait_ms: int = GIT_WAIT_MS) -> None:
+                 accepts_dir: Callable[[str], bool] | None = None, git_wait_ms: int = GIT_WAIT_MS,
+                 on_git: Callable[[bool], Any] | None = None) -> None:
         self.root = Path(os.path.realpath(root))
         self.accepts = accepts
         # git's index lock and the folders of a rebase, cherry-pick or revert replaying commits: found
@@ -85,6 +86,9 @@ class TreeWatcher:
         # too); by default only what a `.gitignore` or a virtual environment leaves out
         self.accepts_dir = accepts_dir or (lambda rel: not listing_skips(self.root, rel, is_dir=True))
         self.on_change = on_change
+        # told (from the watcher's thread, with its lock held: it must only hand over, never block)
+        # when a settled batch starts and stops waiting for git
+        self.on_git = on_git
         self.ignore = tuple(os.path.realpath(p) + os.sep for p in ignore)
         self.quiet_s, self.max_batch_s = quiet_ms / 1000, max_batch_ms / 1000
         self._stop = threading.Event()
@@ -96,6 +100,16 @@ class TreeWatcher:
         # git_busy: a settled batch waits for git to release its index lock
         self._state: dict[str, Any] = {"watching": False, "error": None, "events": 0, "refreshes": 0,
                                        "pending": False, "last": None, "dirs": None, "git_busy": False}
+
+    def _git_busy(self, busy: bool) -> None:
+        """Set `git_busy` (the caller holds `_cond`) and tell `on_git` when it changes."""
+        if self._state["git_busy"] != busy:
+            self._state["git_busy"] = busy
+            if self.on_git is not None:
+                try:
+                    self.on_git(busy)
+                except Exception:  # the owner's display only: never stops the watcher
+                    log.exception("on_git failed")
 
     def state(self) -> dict[str, Any]:
         with self._cond:
@@ -207,7 +221,7 @@ class TreeWatcher:
         with self._cond:
             while True:
                 if self._stop.is_set():
-                    self._state["git_busy"] = False
+                    self._git_busy(False)
                     return None
                 if self._batch:
                     now = time.monotonic()
@@ -220,11 +234,12 @@ class TreeWatcher:
                         due = min(quiet, self._first + self.git.wait_s)
                     if now >= due:
                         if hold.holds():
-                            self._state["git_busy"] = True
+                            self._git_busy(True)
                             self._cond.wait(GIT_POLL_MS / 1000)
                             continue
                         batch, self._batch = sorted(self._batch), set()
-                        self._state.update(pending=True, git_busy=False)
+                        self._state["pending"] = True
+                        self._git_busy(False)
                         return batch
                     self._cond.wait(due - now)
                 else:

@@ -90,6 +90,11 @@ class Root:
     def indexing(self) -> bool:
         return self.state in (PENDING, INDEXING)
 
+    def waits_for_git(self) -> bool:
+        """Whether changes on disk wait for git here: the client's reported ones (`held_for_git`), or
+        a settled batch in the server's own watcher."""
+        return self.held_for_git() or bool(self.watcher is not None and self.watcher.state().get("git_busy"))
+
     def held_for_git(self) -> bool:
         """Whether changes on disk pending here wait for git (it holds the index lock: a checkout,
         merge, reset or pull is writing files), so the tree is read once, when git is done."""

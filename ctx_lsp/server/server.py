@@ -313,8 +313,9 @@ class CtxLanguageServer(LanguageServer):
     async def show_git_wait(self, root: Root) -> None:
         """While changes on disk wait for git, a work-done progress says so (VS Code's status bar,
         Neovim's LspProgress): answers meanwhile come from the graph as it was before the checkout.
-        It ends once they are applied (flush runs again until then, and after indexing)."""
-        waiting = not root.indexing and root.held_for_git()
+        Looked at by every flush (they run again until held changes are applied, and after indexing)
+        and whenever the server's own watcher starts or stops waiting."""
+        waiting = not root.indexing and root.waits_for_git()
         if waiting and root.git_progress is None:
             window = self.client_capabilities.window
             if window is None or not window.work_done_progress:
@@ -331,7 +332,7 @@ class CtxLanguageServer(LanguageServer):
                 root.git_progress = PROGRESS_REFUSED
                 return
             root.git_progress = token
-            waiting = not root.indexing and root.held_for_git()  # git may be done by now
+            waiting = not root.indexing and root.waits_for_git()  # git may be done by now
         if not waiting and root.git_progress not in (None, PROGRESS_STARTING):
             token, root.git_progress = root.git_progress, None
             if token != PROGRESS_REFUSED:
@@ -354,9 +355,12 @@ class CtxLanguageServer(LanguageServer):
             loop.call_soon_threadsafe(self.disk_changed, root, rels)
 
         # through root.engine: a re-index (changed settings) replaces the engine; reindex restarts this
+        def on_git(_busy: bool) -> None:  # the watcher's thread: the progress is shown from the loop
+            loop.call_soon_threadsafe(lambda: self.spawn(self.show_git_wait(root)))
+
         root.watcher = TreeWatcher(root.path, lambda rel: root.engine.index.accepts(rel), on_change,
                                    ignore=[root.engine.index.cache_dir],
-                                   accepts_dir=lambda rel: root.engine.index.accepts_dir(rel))
+                                   accepts_dir=lambda rel: root.engine.index.accepts_dir(rel), on_git=on_git)
         root.watcher.start()
 
     def disk_changed(self, root: Root, rels: list[str]) -> None:
@@ -412,8 +416,7 @@ class CtxLanguageServer(LanguageServer):
                        "watching": bool(root.watcher is not None and root.watcher.state()["watching"]),
                        # changes on disk wait while git writes the tree (a checkout, merge, reset, pull):
                        # the client's reported ones here, or a batch in the server's own watcher
-                       "git_busy": root.held_for_git() or bool(root.watcher is not None
-                                                               and root.watcher.state().get("git_busy"))})
+                       "git_busy": root.waits_for_git()})
             folders.append(st)
         edges: dict[str, int] = {}
         for f in folders:
