@@ -41,6 +41,9 @@ def test_neovim_runs_get_context_and_incoming_calls(tmp_path: Path) -> None:
         pytest.skip(f"needs Neovim >= 0.11 (vim.lsp.config), found {version.splitlines()[0]}")
     ws = tmp_path / "ws"
     shutil.copytree(FIXTURE, ws)
+    git = shutil.which("git")
+    if git:  # a git work tree, for the wait while git holds its index lock
+        subprocess.run([git, "init", "-q", str(ws)], check=True)
     (tmp_path / "config.lua").write_text(readme_neovim_snippet(), encoding="utf-8")
     out = tmp_path / "out.json"
     env = {**os.environ, "CTX_NVIM_OUT": str(out), "CTX_NVIM_CONFIG": str(tmp_path / "config.lua"),
@@ -70,3 +73,7 @@ def test_neovim_runs_get_context_and_incoming_calls(tmp_path: Path) -> None:
     # a file written outside Neovim reached the index through the server's own watcher
     assert got["external"] is True and got["external_status"]["watching"] is True
     assert got["external_status"]["files"] == 5
+    if git:
+        # a checkout under way: held while git holds its lock, shown as LspProgress, applied after
+        assert got["git_wait"] == {"title": "ctx-lsp: waiting for git", "busy": True, "held": True,
+                                   "applied": True, "ended": True}, got["git_wait"]

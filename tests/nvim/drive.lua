@@ -104,6 +104,53 @@ local ok, err = pcall(function()
     vim.uv.update_time()
   end
   result.external_status = exec('ctx.indexStatus', {}).folders[1]
+
+  -- a checkout under way (the workspace is a git work tree): while git holds its index lock the
+  -- server's own watcher holds the batch, and the server says so with a work-done progress, which
+  -- Neovim turns into LspProgress events; once git is done the file goes in and the progress ends
+  local git_dir = vim.fs.joinpath(client.root_dir, '.git')
+  if vim.uv.fs_stat(git_dir) then
+    local begun, ended = {}, {}
+    vim.api.nvim_create_autocmd('LspProgress', { callback = function(ev)
+      local v = ev.data.params.value
+      if v.kind == 'begin' then begun[ev.data.params.token] = v.title end
+      if v.kind == 'end' then ended[ev.data.params.token] = true end
+    end })
+    local function git_token()
+      for token, title in pairs(begun) do
+        if title:find('waiting for git', 1, true) then return token end
+      end
+    end
+    local function has_symbol(name)
+      local resp = client:request_sync('workspace/symbol', { query = name }, 5000, bufnr)
+      return resp ~= nil and resp.result ~= nil and #resp.result > 0
+    end
+    local lock = vim.fs.joinpath(git_dir, 'index.lock')
+    assert(io.open(lock, 'w')):close()
+    local added = vim.fs.joinpath(vim.fs.dirname(ext), 'added_by_checkout.py')
+    local g = assert(io.open(added, 'w'))
+    g:write('def added_by_checkout():\n    return 1\n')
+    g:close()
+    result.git_wait = {}
+    vim.wait(20000, function() return git_token() ~= nil end, 50)
+    local token = git_token()
+    result.git_wait.title = token and begun[token] or vim.NIL
+    result.git_wait.busy = exec('ctx.indexStatus', {}).folders[1].git_busy
+    result.git_wait.held = not has_symbol('added_by_checkout')
+    os.remove(lock)
+    result.git_wait.applied = false
+    deadline = vim.uv.now() + 20000
+    while vim.uv.now() < deadline do
+      if has_symbol('added_by_checkout') then
+        result.git_wait.applied = true
+        break
+      end
+      vim.wait(200)
+      vim.uv.update_time()
+    end
+    vim.wait(5000, function() return token ~= nil and ended[token] == true end, 50)
+    result.git_wait.ended = token ~= nil and ended[token] == true
+  end
   finish()
 end)
 if not ok then fail(tostring(err)) end
