@@ -19,6 +19,7 @@ from ctx_lsp.index.git_activity import GitActivity
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_daemon import FIXTURE, Ws, pack_of, run, start  # noqa: E402
+from test_tree_watch import wait_for  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None or not hasattr(os, "getuid"), reason="git, Unix sockets")
 
@@ -31,15 +32,6 @@ def _repo(tmp_path: Path) -> Ws:
     shutil.copytree(FIXTURE, root)
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     return Ws(root, tmp_path / "cache")
-
-
-def _wait_for(cond, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _has_new_function(pack: dict) -> bool:
@@ -82,7 +74,7 @@ def test_a_daemon_call_made_while_git_writes_waits_and_answers_about_the_finishe
         lock = ws.root / ".git" / "index.lock"
         lock.write_text("")  # git starts a checkout
         call = _popen(ws, None)
-        assert _wait_for(lambda: ws.status()[1].get("waiting_for_git") == 1), ws.status()
+        assert wait_for(lambda: ws.status()[1].get("waiting_for_git") == 1, 30.0), ws.status()
         mod = next(ws.root.glob("shop/*.py"))
         mod.write_text(mod.read_text() + NEW_CODE)  # git goes on writing
         lock.unlink()  # and is done
