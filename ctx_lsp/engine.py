@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctx_lsp.index.discovery import FileFilter
-from ctx_lsp.index.git_activity import GitActivity
+from ctx_lsp.index.git_activity import GitActivity, started_by_git
 from ctx_lsp.index.model import Edge, EdgeKind, Node
 from ctx_lsp.index.workspace import BuildReport, Progress, WorkspaceIndex
 
@@ -121,8 +121,11 @@ class Engine:
         """Before a request reads the disk (the one-shot CLI, the daemon, the MCP bridge): wait while
         git writes the work tree, at most git_activity.REQUEST_WAIT_S, so the answer is about the tree
         a checkout leaves and not a half-written one. Not under the lock (other callers go on). The
-        language server never blocks on git: it answers from the graph as it was (GitHold). Returns
+        language server never blocks on git: it answers from the graph as it was (GitHold). A
+        process git started (a hook) never waits: its git may hold the lock until it exits. Returns
         the seconds waited; `on_wait` is called once if it waits."""
+        if started_by_git():
+            return 0.0
         if self._git is None:
             self._git = GitActivity.find(self.root)  # one `git rev-parse` (~1 ms), then stats only
         return self._git.settle(on_wait)

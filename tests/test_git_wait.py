@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ctx_lsp.index.git_activity import GitActivity
+from ctx_lsp.index.git_activity import GitActivity, outliving_git, started_by_git
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_daemon import FIXTURE, Ws, pack_of, run, start  # noqa: E402
@@ -83,6 +83,7 @@ def test_a_daemon_call_made_while_git_writes_waits_and_answers_about_the_finishe
         assert _has_new_function(pack)  # the answer is about the tree git left
         _, info = ws.status()
         assert info["waiting_for_git"] == 0 and info["requests"] >= 1
+        assert "waited" in (ws.cache / "daemon.log").read_text(encoding="utf-8")
         assert pack == pack_of(run("context", "--json", *ws.common, QUERY, mode="off"))
     finally:
         run("daemon", "stop", *ws.common, timeout=30)
@@ -119,3 +120,62 @@ def test_a_one_shot_call_made_while_git_writes_waits_and_answers_about_the_finis
     os.utime(lock, (hour_ago, hour_ago))
     stale = run("context", "--json", *ws.common, "-v", QUERY, mode="off", timeout=25)
     assert stale.returncode == 0 and "waiting for git" not in stale.stderr
+
+
+def test_a_process_git_started_is_told_apart_and_a_daemon_it_starts_drops_gits_variables() -> None:
+    hook = {"PATH": "/usr/bin", "GIT_EXEC_PATH": "/usr/lib/git-core", "GIT_INDEX_FILE": "/r/.git/index.lock",
+            "GIT_PREFIX": "", "GIT_AUTHOR_NAME": "a", "GIT_DIR": "/r/.git"}
+    assert started_by_git(hook) and started_by_git({"GIT_INDEX_FILE": "x"})
+    assert not started_by_git({"PATH": "/usr/bin", "GIT_DIR": "/home/me/.cfg"})
+    assert outliving_git(hook) == {"PATH": "/usr/bin", "GIT_AUTHOR_NAME": "a"}
+    mine = {"PATH": "/usr/bin", "GIT_DIR": "/home/me/.cfg"}  # the user's own setting, no git around it
+    assert outliving_git(mine) == mine
+
+
+def _hooked_repo(tmp_path: Path, hook_body: str) -> Ws:
+    """A work tree whose pre-commit hook runs `hook_body` (sh), with a change staged for `commit -a`."""
+    ws = _repo(tmp_path)
+    for k, v in (("user.email", "t@example.com"), ("user.name", "t"), ("commit.gpgsign", "false")):
+        subprocess.run(["git", "config", k, v], cwd=ws.root, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=ws.root, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "base"], cwd=ws.root, check=True)
+    hook = ws.root / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\n" + hook_body + "\n", encoding="utf-8")
+    hook.chmod(0o755)
+    mod = next(ws.root.glob("shop/*.py"))
+    mod.write_text(mod.read_text() + NEW_CODE)
+    return ws
+
+
+def test_a_call_from_a_git_hook_does_not_wait_for_the_lock_its_own_git_holds(tmp_path: Path) -> None:
+    """`git commit -a` holds index.lock around its pre-commit hook: a ctx-lsp call there must not wait
+    for it (it would wait until its cap, on every commit)."""
+    out, err = tmp_path / "pack.json", tmp_path / "hook.err"
+    cmd = f"{sys.executable} -m ctx_lsp context --json -v --root . --cache-dir {tmp_path / 'cache'} '{QUERY}'"
+    ws = _hooked_repo(tmp_path, f"test -f .git/index.lock || exit 3\nCTX_LSP_DAEMON=off {cmd} > {out} 2> {err}")
+    commit = subprocess.run(["git", "commit", "-q", "-a", "-m", "loyalty"], cwd=ws.root, capture_output=True,
+                            text=True, timeout=120)
+    assert commit.returncode == 0, commit.stderr  # 3: git held no lock, and the test would prove nothing
+    assert "waiting for git" not in err.read_text()
+    assert _has_new_function(pack_of(subprocess.CompletedProcess([], 0, out.read_text(), "")))
+
+
+def test_a_daemon_started_from_a_git_hook_neither_waits_for_it_nor_keeps_its_variables(tmp_path: Path) -> None:
+    out = tmp_path / "pack.json"
+    cmd = f"{sys.executable} -m ctx_lsp context --json --root . --cache-dir {tmp_path / 'cache'} '{QUERY}'"
+    ws = _hooked_repo(tmp_path, f"CTX_LSP_DAEMON=auto {cmd} > {out}")
+    try:
+        commit = subprocess.run(["git", "commit", "-q", "-a", "-m", "loyalty"], cwd=ws.root, capture_output=True,
+                                text=True, timeout=120)
+        assert commit.returncode == 0, commit.stderr
+        assert _has_new_function(pack_of(subprocess.CompletedProcess([], 0, out.read_text(), "")))
+        code, info = ws.status()
+        assert code == 0 and info["requests"] == 1  # the hook's call was the daemon's
+        log = (ws.cache / "daemon.log").read_text(encoding="utf-8")
+        assert "waited" not in log
+        environ = Path(f"/proc/{info['pid']}/environ")
+        if environ.exists():
+            names = {kv.split(b"=", 1)[0] for kv in environ.read_bytes().split(b"\0") if kv}
+            assert not names & {b"GIT_INDEX_FILE", b"GIT_EXEC_PATH", b"GIT_PREFIX"}, names
+    finally:
+        run("daemon", "stop", *ws.common, timeout=30)

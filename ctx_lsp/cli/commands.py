@@ -173,6 +173,10 @@ def via_daemon(args: argparse.Namespace, op: str, params: dict[str, Any]) -> Any
     if mode != "auto" and not dc.socket_path(Path(ident["cache_dir"])).exists():
         raise dc.DaemonUnavailable("no daemon running")  # the common case costs one stat
     sock = dc.ensure(ident, start=mode == "auto", notify=_notify)
+    from ctx_lsp.index.git_activity import started_by_git
+
+    if started_by_git():  # a git hook's call: the daemon must not wait for the lock its git holds
+        params = {**params, "git_child": True}
     try:
         return dc.request(sock, op, params)
     except dc.DaemonUserError as exc:

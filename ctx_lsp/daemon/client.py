@@ -163,8 +163,11 @@ def _spawn(ident: dict[str, Any], idle_timeout: float | None, watch: bool = True
     if not watch:
         cmd.append("--no-watch")
     with open(cache_dir / LOG_NAME, "ab") as logf:
+        # a call from a git hook may start it: it must not keep the variables that git command set
+        from ctx_lsp.index.git_activity import outliving_git  # os and time only: the fast path stays light
+
         subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True,
-                         close_fds=True, cwd=ident["root"])
+                         close_fds=True, cwd=ident["root"], env=outliving_git())
 
 
 def ensure(ident: dict[str, Any], start: bool, idle_timeout: float | None = None,

@@ -114,8 +114,8 @@ class Daemon:
         if self.failed:
             raise RuntimeError(self.failed)
         self.requests += 1
-        if op in ("context", "neighbors", "mcp"):
-            self._wait_for_git()
+        if op in ("context", "neighbors", "mcp") and not params.get("git_child"):
+            self._wait_for_git()  # not for a git hook's call: its git holds the lock until the call ends
         if op == "context":
             return self._context(params)
         if op == "neighbors":
@@ -134,11 +134,13 @@ class Daemon:
             waited.append(True)
 
         try:
-            self.engine.wait_for_git(started)
+            seconds = self.engine.wait_for_git(started)
         finally:
             if waited:
                 with self._waits_lock:
                     self.git_waits -= 1
+        if waited:
+            log.info("a request waited %.2f s for git to finish writing the work tree", seconds)
 
     def _fresh_session(self) -> None:
         self.engine.refresh()
@@ -299,7 +301,8 @@ class _Handler(socketserver.StreamRequestHandler):
 
 
 def run(root: Path, cache_dir: Path, flt: FileFilter, idle_timeout: float = IDLE_TIMEOUT_S, watch: bool = True) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s ctx-lsp daemon: %(message)s")
+    # force: the CLI configured the root logger for its own stderr (warnings) before it got here
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s ctx-lsp daemon: %(message)s", force=True)
     # the pools refresh starts run beside the request threads; those import these lazily
     prepare_threaded_process("ctx_lsp.mcp.bridge", "ctx_lsp.retrieval.engine", "ctx_lsp.retrieval.render",
                              "inotify_simple", "watchdog.observers", "watchdog.events")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 GIT_POLL_MS = 100  # while git holds its index lock, look again this often
@@ -23,6 +23,30 @@ GIT_WAIT_MS = 30_000  # hold changes at most this long for git; a lock this old 
 # for as long as its message editor is open, with the tree unchanged, and someone is waiting for the answer
 REQUEST_WAIT_S = 5.0
 _SEQUENCES = ("rebase-merge", "rebase-apply", "sequencer")
+# What git exports to the processes it starts (hooks, the commit message editor, aliases, a rebase's
+# `exec`): its exec path to all of them, and its repository-local variables (`git rev-parse
+# --local-env-vars`), GIT_INDEX_FILE among them for commit's hooks and editor
+_GIT_EXEC = "GIT_EXEC_PATH"
+_GIT_LOCAL = ("GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
+              "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE",
+              "GIT_INDEX_FILE", "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE", "GIT_PREFIX",
+              "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE", "GIT_COMMON_DIR")
+
+
+def started_by_git(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether git started this process (a hook, `git commit`'s editor, an alias, a rebase's `exec`).
+    Such a process never waits for git's index lock: the git that may hold it (`git commit -a` does,
+    around its pre-commit hook and editor) is waiting for this process."""
+    return _GIT_EXEC in environ or "GIT_INDEX_FILE" in environ
+
+
+def outliving_git(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """`environ` for a process that outlives the git command that started its parent (the daemon a
+    git hook's call starts): without what that command exported, which would point its git calls at
+    an index lock long gone. A user's own GIT_DIR (no git around it) is kept."""
+    if not started_by_git(environ):
+        return dict(environ)
+    return {k: v for k, v in environ.items() if k != _GIT_EXEC and k not in _GIT_LOCAL}
 
 
 def git_dir(root: Path) -> Path | None:
