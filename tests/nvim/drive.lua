@@ -92,17 +92,20 @@ local ok, err = pcall(function()
   local f = assert(io.open(ext, 'w'))
   f:write('from shop.service import checkout\n\n\ndef external_audit(cart):\n    return checkout(cart)\n')
   f:close()
-  result.external = false
-  local deadline = vim.uv.now() + 20000
-  while vim.uv.now() < deadline do  -- not vim.wait(cond): request_sync inside it waits past its timeout
-    local resp = client:request_sync('workspace/symbol', { query = 'external_audit' }, 5000, bufnr)
-    if resp ~= nil and resp.result ~= nil and #resp.result > 0 then
-      result.external = true
-      break
-    end
-    vim.wait(200)
-    vim.uv.update_time()
+  local function has_symbol(name)
+    local resp = client:request_sync('workspace/symbol', { query = name }, 5000, bufnr)
+    return resp ~= nil and resp.result ~= nil and #resp.result > 0
   end
+  local function symbol_arrives(name)  -- within 20 s
+    local deadline = vim.uv.now() + 20000
+    while vim.uv.now() < deadline do  -- not vim.wait(cond): request_sync inside it waits past its timeout
+      if has_symbol(name) then return true end
+      vim.wait(200)
+      vim.uv.update_time()
+    end
+    return false
+  end
+  result.external = symbol_arrives('external_audit')
   result.external_status = exec('ctx.indexStatus', {}).folders[1]
 
   -- a checkout under way (the workspace is a git work tree): while git holds its index lock the
@@ -121,10 +124,6 @@ local ok, err = pcall(function()
         if title:find('waiting for git', 1, true) then return token end
       end
     end
-    local function has_symbol(name)
-      local resp = client:request_sync('workspace/symbol', { query = name }, 5000, bufnr)
-      return resp ~= nil and resp.result ~= nil and #resp.result > 0
-    end
     local lock = vim.fs.joinpath(git_dir, 'index.lock')
     assert(io.open(lock, 'w')):close()
     local added = vim.fs.joinpath(vim.fs.dirname(ext), 'added_by_checkout.py')
@@ -138,16 +137,7 @@ local ok, err = pcall(function()
     result.git_wait.busy = exec('ctx.indexStatus', {}).folders[1].git_busy
     result.git_wait.held = not has_symbol('added_by_checkout')
     os.remove(lock)
-    result.git_wait.applied = false
-    deadline = vim.uv.now() + 20000
-    while vim.uv.now() < deadline do
-      if has_symbol('added_by_checkout') then
-        result.git_wait.applied = true
-        break
-      end
-      vim.wait(200)
-      vim.uv.update_time()
-    end
+    result.git_wait.applied = symbol_arrives('added_by_checkout')
     vim.wait(5000, function() return token ~= nil and ended[token] == true end, 50)
     result.git_wait.ended = token ~= nil and ended[token] == true
   end
