@@ -173,7 +173,7 @@ class Daemon:
         from ctx_lsp.mcp.bridge import Bridge, ToolFailure
 
         if self._bridge is None:
-            self._bridge = Bridge(self.engine)
+            self._bridge = Bridge(self.engine, wait_for_git=False)  # handle() waited before the lock
         method, args = params.get("method"), params.get("args")
         if method not in ("get_context", "architectural", "semantic_search", "relation") or not isinstance(args, list):
             raise UserError(f"unknown MCP tool call: {method!r}")

@@ -51,8 +51,11 @@ class ToolFailure(Exception):
 class Bridge:
     """One Engine for the workspace, opened in the background at start and refreshed on every call."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, wait_for_git: bool = True) -> None:
         self.engine = engine
+        # each call waits while git writes the tree before its refresh; not in the daemon, which waits
+        # (or not, for a git hook's call) before it hands the call over, outside its engine lock
+        self.wait_for_git = wait_for_git
         self.root = engine.root.resolve()
         self._warm: threading.Thread | None = None
         self.watcher: Any = None
@@ -82,7 +85,8 @@ class Bridge:
 
     def _fresh(self) -> None:
         try:
-            self.engine.wait_for_git()
+            if self.wait_for_git:
+                self.engine.wait_for_git()
             changed = self.engine.refresh()
         except Exception as exc:  # an unreadable cache or root: tell the agent, keep serving
             log.exception("refresh failed")
