@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmark_gen.common import write_atomic
-from benchmark_gen.swebench_baselines import BaselineCorpus, is_swe_test_path
+from benchmark_gen import swebench_delivery as D
+from benchmark_gen.swebench_baselines import BaselineCorpus, chunk_lines, is_swe_test_path
 from benchmark_gen.swebench_gold import gold_functions, parse_patch
 from benchmark_gen.swebench_layout import GitError, LayoutReport, TreeLayout, commit_time
 from benchmark_gen.swebench_report import aggregate, markdown
@@ -174,6 +175,34 @@ class RepoRun:
             return dict(r.context(text, budget, record=False, features=features, explain=explain))
 
 
+def delivery(tree: Path, patched: list[tuple[str, list[int]]], pack: dict[str, Any],
+             bm_funcs: list[tuple[str, str]], budget: int) -> dict[str, Any]:
+    """The gold lines each row's pack shows verbatim (swebench_delivery)."""
+    gold = D.gold_lines(patched)
+    texts: dict[str, str] = {}
+
+    def text(path: str) -> str:
+        if path not in texts:
+            try:
+                texts[path] = (tree / path).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                texts[path] = ""
+        return texts[path]
+
+    spans: dict[str, dict[str, list[int]]] = {}
+
+    def chunks(path: str) -> dict[str, list[int]]:
+        if path not in spans:
+            spans[path] = dict(chunk_lines(text(path)) or [])
+        return spans[path]
+
+    engine = D.engine_shown(pack.get("items", []))
+    bm, bm_tokens = D.bm25_shown(bm_funcs, chunks, lambda p: text(p).splitlines(), budget)
+    return {"gold_lines": sum(len(v) for v in gold.values()),
+            "engine": {"shown": D.shown_count(gold, engine), "tokens": int(pack.get("tokens", 0))},
+            "bm25_chunks": {"shown": D.shown_count(gold, bm), "tokens": bm_tokens}}
+
+
 def run_instance(run: RepoRun, inst: dict[str, Any], budget: int, features: frozenset[str],
                  ablate: list[str]) -> dict[str, Any]:
     t0 = time.perf_counter()
@@ -181,10 +210,13 @@ def run_instance(run: RepoRun, inst: dict[str, Any], budget: int, features: froz
     layout_s = time.perf_counter() - t0
     gold_files: list[str] = []
     gold_funcs: list[str] = []
+    patched: list[tuple[str, list[int]]] = []
     for fp in parse_patch(inst["patch"]):
         if fp.new_file or fp.path not in lay.listed or fp.path in gold_files:
             continue
         gold_files.append(fp.path)
+        if fp.path.endswith(".py") and fp.path in lay.entries and not is_swe_test_path(fp.path, run.repo):
+            patched.append((fp.path, fp.lines))
         if fp.path.endswith(".py") and fp.path in lay.entries:
             src = (run.tree / fp.path).read_text(encoding="utf-8", errors="replace")
             gold_funcs += [f"{fp.path}::{q}" for q in gold_functions(src, fp.lines)]
@@ -234,6 +266,7 @@ def run_instance(run: RepoRun, inst: dict[str, Any], budget: int, features: froz
         **extra,
         "instance_id": inst["instance_id"], "repo": inst["repo"], "base_commit": inst["base_commit"],
         "gold_files": gold_files, "gold_functions": gold_funcs, "tokens": int(pack.get("tokens", 0)),
+        "delivery": delivery(run.tree, patched, pack, bm_funcs, budget),
         "missing_blobs": lay.missing, "rankings": rankings,
         "timings": {"layout_s": layout_s, "files_written": len(lay.written), "files_deleted": len(lay.deleted),
                     "index_kind": kind, "index_s": index_s, "cache_was_warm": run.cache_was_warm,

@@ -40,19 +40,29 @@ def chunk_file(text: str) -> list[tuple[str | None, str]]:
     """(qualname, text) chunks of one file, in file order; a file that does not parse is one chunk
     without a symbol (so it can still rank as a file)."""
     lines = text.splitlines()
+    spans = chunk_lines(text)
+    if spans is None:
+        return [(None, text)]
+    return [(q, "\n".join(lines[i - 1] for i in ls)) for q, ls in spans]
+
+
+def chunk_lines(text: str) -> list[tuple[str, list[int]]] | None:
+    """(qualname, 1-based lines) of each chunk in file order (see chunk_file); None when the file
+    does not parse."""
+    lines = text.splitlines()
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
-        return [(None, text)]
-    out: list[tuple[str | None, str]] = []
+        return None
+    out: list[tuple[str, list[int]]] = []
 
     def span(n: ast.AST) -> tuple[int, int]:
         decos = [d.lineno for d in getattr(n, "decorator_list", [])]
         return min([n.lineno] + decos), n.end_lineno or n.lineno  # type: ignore[attr-defined]
 
-    def own_text(start: int, end: int, children: list[tuple[int, int]]) -> str:
+    def own_lines(start: int, end: int, children: list[tuple[int, int]]) -> list[int]:
         covered = {i for s, e in children for i in range(s, e + 1)}
-        return "\n".join(lines[i - 1] for i in range(start, min(end, len(lines)) + 1) if i not in covered)
+        return [i for i in range(start, min(end, len(lines)) + 1) if i not in covered]
 
     def defs_in(body: list[ast.stmt]) -> list[ast.stmt]:
         found: list[ast.stmt] = []
@@ -76,10 +86,10 @@ def chunk_file(text: str) -> list[tuple[str | None, str]]:
             qual = f"{prefix}{d.name}"  # type: ignore[attr-defined]
             if isinstance(d, ast.ClassDef):
                 at = len(out)
-                out.append((qual, ""))  # the class comes before its members
-                out[at] = (qual, own_text(s, e, walk(d.body, qual + ".")))
+                out.append((qual, []))  # the class comes before its members
+                out[at] = (qual, own_lines(s, e, walk(d.body, qual + ".")))
             else:
-                out.append((qual, "\n".join(lines[s - 1:e])))
+                out.append((qual, list(range(s, min(e, len(lines)) + 1))))
         return spans
 
     walk(tree.body, "")

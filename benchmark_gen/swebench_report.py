@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmark_gen.metrics import Bootstrap, percentile
+from benchmark_gen.swebench_delivery import aggregate as delivery_rows
 
 FILE_KS = (1, 3, 5, 10)
 HIT_KS = (1, 5, 10)
@@ -117,6 +118,9 @@ def aggregate(results: Sequence[dict[str, Any]], resamples: int = 1000, seed: in
             with_dense = [row_scores(r["rankings"][DENSE_ROW])[f"acc@{k}"] for r in results]
             without = [row_scores(r["rankings"][HEADLINE])[f"acc@{k}"] for r in results]
             out[f"bootstrap_acc{k}_dense_minus_engine"] = Bootstrap(resamples, seed).paired(with_dense, without)
+    if any("delivery" in r for r in results):
+        out["delivery"] = {repo: delivery_rows(rs) for repo, rs in by_repo.items()}
+        out["delivery"]["overall"] = delivery_rows(results)
     out["timings"] = {repo: timing_summary(rs) for repo, rs in by_repo.items()}
     out["timings"]["overall"] = timing_summary(results)
     return out
@@ -170,6 +174,21 @@ def markdown(agg: dict[str, Any], errors: Sequence[dict[str, Any]], config: dict
         if d is not None:
             lines += ["", f"Engine +dense − engine Acc@{k} (paired bootstrap, 95% CI, seed 0): {100 * d['diff']:+.1f} "
                       f"[{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}] points, p = {d['p']:.3f}, {d['verdict']} (n = {d['n']})."]
+    if "delivery" in agg:
+        lines += ["", "## What the packs show (gold lines of non-test files shown verbatim, same budget)", "",
+                  "| repo | n | engine line recall | complete | any | tokens (median) "
+                  "| BM25 chunks line recall | complete | any | tokens (median) |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for key in sorted(k for k in agg["delivery"] if k != "overall") + ["overall"]:
+            d = agg["delivery"][key]
+            if "engine" not in d:
+                continue
+            cells = [key, str(int(d["engine"]["n"]))]
+            for row in ("engine", "bm25_chunks"):
+                r = d.get(row, {})
+                cells += [_pct(r.get("line_recall")), _pct(r.get("complete")), _pct(r.get("any")),
+                          _num(r.get("tokens_median"), "{:.0f}")]
+            lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "## Timings", "",
               "| repo | open s (first visit) | update s (median) | query ms after update (median) | (p95) "
               "| warm query ms (median) | (p95) | baseline corpus s (median) | baseline query ms (median) "
