@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark_gen.common import write_atomic
 from benchmark_gen import swebench_delivery as D
+from benchmark_gen.common import write_atomic
 from benchmark_gen.swebench_baselines import BaselineCorpus, chunk_lines, is_swe_test_path
 from benchmark_gen.swebench_gold import gold_functions, parse_patch
 from benchmark_gen.swebench_layout import GitError, LayoutReport, TreeLayout, commit_time

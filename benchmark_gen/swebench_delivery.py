@@ -3,7 +3,8 @@
 Ranking scores say whether the right files and functions come first; an agent reads the pack. So
 this measures the pack itself: of the lines the gold patch removes or changes in non-test files (a
 pure addition counts for the line above it, as in swebench_gold), how many does the pack show
-verbatim (items with detail `full`), inside the same token budget? The baseline packs BM25's
+verbatim (items with detail `full`, and the `shown` lines of `excerpt` items), inside the same token
+budget? The baseline packs BM25's
 def/class chunks (swebench_baselines) in their rank order into the same budget, the way a
 retrieve-then-read pipeline without a graph would.
 
@@ -37,7 +38,13 @@ def engine_shown(items: Sequence[dict[str, Any]]) -> dict[str, set[int]]:
     """path -> lines the engine's pack shows verbatim."""
     out: dict[str, set[int]] = {}
     for it in items:
-        if it.get("detail") != "full" or not it.get("path") or it.get("kind") == "commit":
+        if not it.get("path") or it.get("kind") == "commit":
+            continue
+        if it.get("detail") == "excerpt":
+            for a, b in it.get("shown", []):
+                out.setdefault(it["path"], set()).update(range(int(a), int(b) + 1))
+            continue
+        if it.get("detail") != "full":
             continue
         start, end = int(it["start_line"]), int(it["end_line"])
         if it.get("symbol") is None:  # a module's full text is its head

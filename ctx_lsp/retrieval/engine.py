@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ctx_lsp.index.facts import FileFacts, is_test_path, split_lines, unpack_records
 from ctx_lsp.index.model import NodeKind
 from ctx_lsp.retrieval.evidence import TaskEvidence, cap_text, extract_evidence
+from ctx_lsp.retrieval.excerpt import LineFocus
 from ctx_lsp.retrieval.expand import edges_for, expand
 from ctx_lsp.retrieval.files import (
     FileLexicalIndex,
@@ -330,7 +331,9 @@ class Retriever:
         t["score"] = time.perf_counter()
         relational = bool(set(plan.operators) & _RELATIONAL)
         targets = frozenset(q.resolved + ([hop_target] if hop_target else [])) if relational else frozenset()
-        items = pack(ranked, self.engine.graph, self.source_lines, budget, targets)
+        focus = LineFocus.of(plan.query, self.lexical.idf, self.lexical.df, self.lexical.n) if plan.task and "lexical" in features else None
+        items = pack(ranked, self.engine.graph, self.source_lines, budget, targets, focus,
+                     [(f["path"], f["score"]) for f in files])
         t["pack"] = time.perf_counter()
         out_items = [it.to_json() for it in items]
         if not files:

@@ -141,6 +141,10 @@ class LexicalIndex:
         # rank-bm25 floors negative idf at epsilon * mean idf; approximate the mean by log(2)
         return value if value > 0 else EPSILON * math.log(2)
 
+    def df(self, term: str) -> int:
+        """How many chunks hold `term`."""
+        return len(self.postings.get(term) or ())
+
     def search(self, query: str, top: int = 20, skip_common: float = 0.2) -> list[tuple[str, float]]:
         """Top chunks for a query: (node id, score), best first; ties broken by node id."""
         q = [t for t in terms(query)]

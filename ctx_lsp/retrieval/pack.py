@@ -13,7 +13,8 @@ from typing import Any
 
 from ctx_lsp.index.graph import CodeGraph
 from ctx_lsp.index.model import Node
-from ctx_lsp.retrieval.score import Candidate
+from ctx_lsp.retrieval.excerpt import Excerpt, LineFocus, excerpt
+from ctx_lsp.retrieval.score import Candidate, Reason
 from ctx_lsp.retrieval.tokens import count_tokens
 
 CUT_RATIO = 0.08  # drop candidates scoring under this share of the best
@@ -22,6 +23,8 @@ FULL_RANKS = 8  # ranks that may get full text
 MAX_FULL_SHARE = 0.45  # one item's full text may take at most this share of the budget
 FULL_SHARE = 0.8  # full texts stop here, leaving room for lower-ranked signatures and references
 OUTLINE_MEMBERS = 20
+LEADING_FILES = 3  # task text: the files whose matching lines the pack shows even when no item reached them
+EXCERPT_SHARE = 0.15  # an excerpt of a long symbol or file takes at most this share of the budget
 
 SourceLines = Callable[[str], list[str]]
 
@@ -34,6 +37,7 @@ class Item:
     text: str
     tokens: int
     merged: list[Candidate] = field(default_factory=list)
+    shown: list[tuple[int, int]] | None = None  # an excerpt's stretches of lines
 
     def to_json(self) -> dict[str, Any]:
         reasons = [r.to_json() for r in self.cand.reasons]
@@ -44,7 +48,7 @@ class Item:
             "path": n.path, "start_line": n.start_line, "end_line": n.end_line, "symbol": n.qualname,
             "kind": n.kind, "detail": self.detail, "score": round(self.cand.score, 4), "tokens": self.tokens,
             "reasons": reasons[:8], "text": self.text,
-        }
+        } | ({"shown": [list(r) for r in self.shown]} if self.shown is not None else {})
 
 
 def _header_tokens(node: Node) -> int:
@@ -85,10 +89,39 @@ def reference_text(node: Node) -> str:
 TARGET_FULL_SHARE = 0.2  # a relation question's own target gets full text only when it is this small
 
 
+def _taken(items: list[Item], path: str, but: Item | None = None) -> frozenset[int]:
+    """Lines of `path` that full-text and excerpt items already show."""
+    out: set[int] = set()
+    for it in items:
+        if it is but or it.node.path != path:
+            continue
+        if it.shown is not None:
+            for a, b in it.shown:
+                out.update(range(a, b + 1))
+        elif it.detail == "full" and it.node.qualname is not None:
+            out.update(range(it.node.start_line, it.node.end_line + 1))
+    return frozenset(out)
+
+
+def _excerpt_of(node: Node, lines: list[str], focus: LineFocus, max_tokens: int,
+                taken: frozenset[int]) -> Excerpt | None:
+    if node.kind == "commit" or max_tokens <= 0:
+        return None
+    if node.qualname is None:  # a module: its matching stretches, no header
+        return excerpt(lines, node.start_line, node.end_line, focus, max_tokens, head=False, taken=taken)
+    if node.kind not in ("function", "method", "test"):
+        return None
+    return excerpt(lines, node.start_line, node.end_line, focus, max_tokens, taken=taken)
+
+
 def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget: int,
-         targets: frozenset[str] = frozenset()) -> list[Item]:
+         targets: frozenset[str] = frozenset(), focus: LineFocus | None = None,
+         files: list[tuple[str, float]] | None = None) -> list[Item]:
     """Pack ranked candidates. `targets` are the subjects of a relation question ("who calls X":
-    X): their bodies are not the answer, so they are kept short to leave room for what is."""
+    X): their bodies are not the answer, so they are kept short to leave room for what is.
+    `focus` (task text): a leading symbol too long to show whole shows its matching lines
+    (excerpt.py), and what budget is left goes first to the matching lines of the leading `files`
+    ((path, score), best first) that no item shows, then to upgrading items in rank order."""
     if not ranked:
         return []
     top = ranked[0].score
@@ -115,9 +148,13 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
         options: list[str] = []
         if rank < FULL_RANKS and cand.hops <= 1 and not contains_chosen and node.kind != "commit":
             options.append("full")
+        if focus is not None and rank < FULL_RANKS and cand.hops <= 1:
+            # a module's full text is its head (imports): for a task its matching stretches say more
+            options.insert(0 if node.qualname is None else len(options), "excerpt")
         if rank < FULL_RANKS * 2 or cand.hops <= 1:
             options.append("signature")
         options.append("reference")
+        got: Excerpt | None = None
         for detail in options:
             if detail == "full":
                 text = full_text(node, source(node.path))
@@ -130,6 +167,15 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
                     continue
                 if items and used + cost + head > FULL_SHARE * budget:
                     continue
+            elif detail == "excerpt":
+                assert focus is not None
+                cap = min(remaining, int(EXCERPT_SHARE * budget))
+                if items and used + head + cap > FULL_SHARE * budget:
+                    cap = int(FULL_SHARE * budget) - used - head
+                got = _excerpt_of(node, source(node.path), focus, cap, _taken(items, node.path))
+                if got is None:
+                    continue
+                text, cost = got.text, count_tokens(got.text)
             elif detail == "signature":
                 text = signature_text(node, graph)
                 cost = count_tokens(text)
@@ -137,7 +183,60 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
                 text = reference_text(node)
                 cost = count_tokens(text)
             if cost <= remaining:
-                items.append(Item(node, cand, detail, text, cost + head))
+                items.append(Item(node, cand, detail, text, cost + head,
+                                  shown=got.shown if detail == "excerpt" and got is not None else None))
                 used += cost + head
                 break
+    if focus is not None:
+        _fill(items, graph, source, budget, focus, files or [])
     return items
+
+
+def _fill(items: list[Item], graph: CodeGraph, source: SourceLines, budget: int, focus: LineFocus,
+          files: list[tuple[str, float]]) -> None:
+    """Task text: the budget the first pass left goes to the leading files' matching lines that no
+    item shows yet, then to upgrading items in rank order: a signature or reference to the full
+    text when it fits (and holds no other item), else to an excerpt."""
+    used = sum(it.tokens for it in items)
+    for path, score in files[:LEADING_FILES]:
+        node = graph.node(path)
+        left = budget - used
+        if node is None or left < 40 or any(it.node.id == path and it.detail in ("full", "excerpt") for it in items):
+            continue
+        head = _header_tokens(node)
+        got = _excerpt_of(node, source(path), focus, min(left - head, int(EXCERPT_SHARE * budget)), _taken(items, path))
+        if got is None:
+            continue
+        item = Item(node, Candidate(path, 0, [Reason("files", None, score)], score), "excerpt", got.text,
+                    count_tokens(got.text) + head, shown=got.shown)
+        held = next((i for i, it in enumerate(items) if it.node.id == path), None)
+        if held is not None:  # the file's own item, upgraded in place
+            used -= items[held].tokens
+            items[held] = Item(node, items[held].cand, "excerpt", item.text, item.tokens, items[held].merged, got.shown)
+        else:  # after the file's last item, else last
+            at = max((i for i, it in enumerate(items) if it.node.path == path), default=len(items) - 1)
+            items.insert(at + 1, item)
+        used += item.tokens
+    for it in items:
+        left = budget - used
+        if left < 40:
+            return
+        node = it.node
+        if it.detail in ("full", "excerpt") or node.kind == "commit":
+            continue
+        head = _header_tokens(node)
+        old = it.tokens - head
+        holds_other = any(o is not it and o.node.path == node.path and node.start_line <= o.node.start_line
+                          and o.node.end_line <= node.end_line for o in items)
+        if not holds_other and node.qualname is not None:
+            text = full_text(node, source(node.path))
+            cost = count_tokens(text) if text else 0
+            if text and cost <= MAX_FULL_SHARE * budget and cost - old <= left:
+                it.detail, it.text, it.tokens = "full", text, cost + head
+                used += cost - old
+                continue
+        got = _excerpt_of(node, source(node.path), focus, min(old + left, int(EXCERPT_SHARE * budget)),
+                          _taken(items, node.path, but=it))
+        if got is not None and (cost := count_tokens(got.text)) > old:
+            it.detail, it.text, it.tokens, it.shown = "excerpt", got.text, cost + head, got.shown
+            used += cost - old

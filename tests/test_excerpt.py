@@ -1,0 +1,177 @@
+"""Excerpts of long symbols and files for task text, and the pack's use of the budget a task leaves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import write_tree
+
+from ctx_lsp.engine import Engine
+from ctx_lsp.retrieval.excerpt import LineFocus, excerpt, render, stretches
+from ctx_lsp.retrieval.tokens import count_tokens
+
+RARE = {"watermark": 4.0, "pagin": 3.0}  # index terms are stemmed: "pagination" -> "pagin"
+
+
+def _long_function(n: int = 200) -> list[str]:
+    lines = ["def build(report, *,", "          pages=None):", '    """Build the report."""']
+    for i in range(n):
+        lines.append(f"    step_{i} = report.section({i})")
+    lines[120] = "    stamp = report.watermark(pages)"
+    lines[60] = "    pagination = report.section(-1)"
+    lines.append("    return report")
+    return lines
+
+
+def test_excerpt_shows_the_header_and_the_lines_around_the_task_terms() -> None:
+    lines = _long_function()
+    got = excerpt(lines, 1, len(lines), LineFocus(RARE), 400)
+    assert got is not None
+    text = got.text.splitlines()
+    assert text[:2] == lines[:2]  # the header split over two lines, whole
+    assert "    stamp = report.watermark(pages)" in text and "    pagination = report.section(-1)" in text
+    # two lines each side of each match, the best match first, the gaps marked with their lines
+    assert got.shown == [(1, 2), (59, 63), (119, 123)]
+    assert text[2] == "    # ... lines 3-58 not shown"
+    assert text[-1] == f"    # ... lines 124-{len(lines)} not shown"
+    assert got.text == render(lines, 1, len(lines), {1, 2, 59, 60, 61, 62, 63, 119, 120, 121, 122, 123})
+
+
+def test_excerpt_keeps_to_its_cap_best_lines_first_and_leaves_out_taken_lines() -> None:
+    lines = _long_function()
+    small = excerpt(lines, 1, len(lines), LineFocus(RARE), 120)
+    assert small is not None and count_tokens(small.text) <= 120
+    assert small.shown == [(1, 2), (119, 123)]  # only the rarer term's window fits
+    skipped = excerpt(lines, 1, len(lines), LineFocus(RARE), 400, taken=frozenset(range(100, 140)))
+    assert skipped is not None and skipped.shown == [(1, 2), (59, 63)]
+    assert excerpt(lines, 1, len(lines), LineFocus({"nothing": 5.0}), 400) is None
+    assert excerpt(lines, 1, len(lines), LineFocus(RARE), 5) is None  # not even a window fits
+
+
+def test_focus_keeps_only_the_rarer_terms_of_the_task() -> None:
+    df = {"watermark": 3, "report": 30}
+    focus = LineFocus.of("The report loses its watermark", lambda t: 3.0, lambda t: df.get(t, 0), 100)
+    assert focus.weights == {"watermark": 3.0}  # "report" is in too many chunks, "lose" in none
+    tiny = LineFocus.of("The report loses its watermark", lambda t: 1.0, lambda t: {"watermark": 2}.get(t, 0), 6)
+    assert tiny.weights == {"watermark": 1.0}  # a small workspace: a term in two chunks still counts
+    assert focus.score("x = report.watermark") == 3.0 and focus.score("report = 1") == 0.0
+
+
+def test_stretches() -> None:
+    assert stretches([7, 1, 2, 3, 9, 8]) == [(1, 3), (7, 9)]
+    assert stretches([]) == []
+
+
+BODY = "\n".join(f"    part_{i} = pages[{i}] + offset_{i}" for i in range(300))
+PROJECT = {
+    "shop/__init__.py": "",
+    "shop/render.py": (
+        "def render_report(pages, offset_0=0):\n"
+        '    """Render every page of the report."""\n'
+        + BODY.replace("    part_150 = pages[150] + offset_150", "    part_150 = add_watermark(pages[150])")
+        + "\n    return pages\n\n\ndef add_watermark(page):\n    return page\n\n\n"
+        + "\n".join(f"LIMIT_{i} = {i}" for i in range(40))
+        + "\nif LIMIT_3 > 2:  # long reports: the watermark step stops after this many pages\n"
+        + "    render_report.__defaults__ = (0,)\n"
+    ),
+    "shop/other.py": "def unrelated(pages):\n    return len(pages)\n",
+}
+ISSUE = """render_report drops the watermark on long reports
+
+When a report has more than a hundred pages, render_report no longer calls the watermark step for
+the later pages: the watermark is missing from page 150 onwards. Smaller reports are fine.
+"""
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
+    root = tmp_path_factory.mktemp("shop")
+    write_tree(root, PROJECT)
+    e = Engine(root, cache_dir=tmp_path_factory.mktemp("cache"))
+    e.open()
+    return e
+
+
+def _items(pack: dict, symbol: str) -> list[dict]:
+    return [i for i in pack["items"] if i["symbol"] == symbol]
+
+
+@pytest.mark.parametrize("budget", [1500, 3000])
+def test_a_task_gets_the_matching_lines_of_a_function_too_long_to_show(engine: Engine, budget: int) -> None:
+    with engine.lock:
+        pack = engine.retriever.context(ISSUE, budget, record=False)
+    assert pack["plan"].get("task") and pack["tokens"] <= budget
+    [item] = _items(pack, "render_report")
+    assert item["detail"] == "excerpt", item["detail"]
+    line = 3 + 150  # the def, the docstring, then part_0 on line 3
+    assert any(a <= line <= b for a, b in item["shown"]), item["shown"]
+    src = (engine.root / "shop/render.py").read_text().splitlines()
+    assert src[line - 1] in item["text"].splitlines()
+    assert item["text"].splitlines()[0] == src[0]
+    assert sum(i["tokens"] for i in pack["items"]) == pack["tokens"]
+
+
+def test_a_task_spends_what_the_first_pass_left_on_fuller_items(engine: Engine) -> None:
+    with engine.lock:
+        pack = engine.retriever.context(ISSUE, 8000, record=False)
+    # the leading item may take the budget it needs: whole here
+    [item] = _items(pack, "render_report")
+    assert item["detail"] == "full" and "shown" not in item
+    [helper] = _items(pack, "add_watermark")
+    assert helper["detail"] == "full"
+
+
+def test_a_task_shows_the_leading_files_matching_lines_that_no_item_reached(engine: Engine) -> None:
+    """Module-level code is no symbol, so no generator seeds it; the leading file's excerpt shows it."""
+    src = (engine.root / "shop/render.py").read_text().splitlines()
+    line = next(i for i, s in enumerate(src, 1) if s.startswith("if LIMIT_3"))
+    with engine.lock:
+        pack = engine.retriever.context(ISSUE, 8000, record=False)
+    assert pack["files"][0]["path"] == "shop/render.py"
+    [item] = [i for i in pack["items"] if i["path"] == "shop/render.py" and i["symbol"] is None]
+    assert item["detail"] == "excerpt" and item["kind"] == "file", item
+    assert any(a <= line <= b for a, b in item["shown"]), item["shown"]
+    assert src[line - 1] in item["text"].splitlines()
+    assert item["reasons"]  # its own candidate's reasons, or the file ranking's ("files") when none reached it
+    # what other items show is not shown again
+    others = [i for i in pack["items"] if i["path"] == "shop/render.py" and i["symbol"] is not None]
+    spans = {n for i in others if i["detail"] == "full" for n in range(i["start_line"], i["end_line"] + 1)}
+    assert not any(a <= n <= b for a, b in item["shown"] for n in spans)
+    assert pack["tokens"] <= 8000
+
+
+def test_a_short_question_gets_no_excerpt(engine: Engine) -> None:
+    with engine.lock:
+        pack = engine.retriever.context("who calls add_watermark", 8000, record=False)
+    assert not pack["plan"].get("task")
+    assert all(i["detail"] != "excerpt" and "shown" not in i for i in pack["items"])
+    [item] = _items(pack, "render_report")
+    assert item["detail"] in ("full", "signature", "reference")
+
+
+def test_excerpt_render_in_markdown_names_the_shown_lines(engine: Engine, tmp_path: Path) -> None:
+    from ctx_lsp.retrieval.render import to_markdown
+
+    with engine.lock:
+        pack = engine.retriever.context(ISSUE, 1500, record=False)
+    md = to_markdown(pack)
+    assert "not shown" in md and "(function, excerpt)" in md
+
+
+def test_the_pack_adds_a_leading_file_that_no_candidate_reached(engine: Engine) -> None:
+    from ctx_lsp.retrieval.pack import pack
+    from ctx_lsp.retrieval.score import Candidate, Reason
+
+    r = engine.retriever
+    r.sync()
+    focus = LineFocus.of(ISSUE, r.lexical.idf, r.lexical.df, r.lexical.n)
+    only = [Candidate("shop/render.py::add_watermark", 0, [Reason("bm25", None, 1.0)], 1.0)]
+    items = pack(only, engine.graph, r.source_lines, 2000, focus=focus, files=[("shop/render.py", 2.5)])
+    assert [(i.node.id, i.detail) for i in items] == [("shop/render.py::add_watermark", "full"),
+                                                     ("shop/render.py", "excerpt")]
+    added = items[1].to_json()
+    assert added["reasons"] == [{"via": "files", "from": None, "weight": 2.5}]
+    assert sum(i.tokens for i in items) <= 2000
+    # the same call without a task's focus packs what it was given, nothing more
+    assert [i.node.id for i in pack(only, engine.graph, r.source_lines, 2000)] == ["shop/render.py::add_watermark"]
