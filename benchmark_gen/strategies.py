@@ -373,9 +373,11 @@ def rank_candidates(strategies: Strategies, name: str, q: dict[str, Any]) -> lis
         pack = strategies.engine_pack(name, q["question"], q.get("path"), max(1, q["line"] - 1))
         order: list[int] = []
         for it in pack.get("items", []):
+            # an excerpt points at the stretches it shows, not at the whole span it was cut from
+            spans = it.get("shown") or [(it["start_line"], it["end_line"])]
             for i, s in enumerate(cands):
-                if i not in order and it["path"] == s["path"] and it["start_line"] <= s["end_line"] \
-                        and s["start_line"] <= it["end_line"]:
+                if i not in order and it["path"] == s["path"] and any(
+                        a <= s["end_line"] and s["start_line"] <= b for a, b in spans):
                     order.append(i)
         return order + [i for i in lexical if i not in order]
     raise KeyError(name)

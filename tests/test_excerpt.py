@@ -172,6 +172,7 @@ def test_the_pack_adds_a_leading_file_that_no_candidate_reached(engine: Engine) 
                                                      ("shop/render.py", "excerpt")]
     added = items[1].to_json()
     assert added["reasons"] == [{"via": "files", "from": None, "weight": 2.5}]
+    assert added["score"] == items[0].to_json()["score"]  # scored as the item before it: the order stays by score
     assert sum(i.tokens for i in items) <= 2000
     # the same call without a task's focus packs what it was given, nothing more
     assert [i.node.id for i in pack(only, engine.graph, r.source_lines, 2000)] == ["shop/render.py::add_watermark"]

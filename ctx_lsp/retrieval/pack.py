@@ -207,16 +207,17 @@ def _fill(items: list[Item], graph: CodeGraph, source: SourceLines, budget: int,
         got = _excerpt_of(node, source(path), focus, min(left - head, int(EXCERPT_SHARE * budget)), _taken(items, path))
         if got is None:
             continue
-        item = Item(node, Candidate(path, 0, [Reason("files", None, score)], score), "excerpt", got.text,
-                    count_tokens(got.text) + head, shown=got.shown)
+        tokens = count_tokens(got.text) + head
         held = next((i for i, it in enumerate(items) if it.node.id == path), None)
         if held is not None:  # the file's own item, upgraded in place
             used -= items[held].tokens
-            items[held] = Item(node, items[held].cand, "excerpt", item.text, item.tokens, items[held].merged, got.shown)
-        else:  # after the file's last item, else last
+            items[held] = Item(node, items[held].cand, "excerpt", got.text, tokens, items[held].merged, got.shown)
+        else:  # after the file's last item, else last, scored as the item before it (the order stays by score)
             at = max((i for i, it in enumerate(items) if it.node.path == path), default=len(items) - 1)
-            items.insert(at + 1, item)
-        used += item.tokens
+            before = items[at].cand.score if at >= 0 else score
+            cand = Candidate(path, 0, [Reason("files", None, score)], before)
+            items.insert(at + 1, Item(node, cand, "excerpt", got.text, tokens, shown=got.shown))
+        used += tokens
     for it in items:
         left = budget - used
         if left < 40:
