@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ctx_lsp.retrieval.pack import MODULE_HEAD
 from ctx_lsp.retrieval.tokens import count_tokens
 
 ROWS = ("engine", "bm25_chunks")
-FILE_FULL_LINES = 40  # pack.full_text shows a module's first 40 lines
 
 
 def gold_lines(patched: Iterable[tuple[str, list[int]]]) -> dict[str, set[int]]:
@@ -48,7 +48,7 @@ def engine_shown(items: Sequence[dict[str, Any]]) -> dict[str, set[int]]:
             continue
         start, end = int(it["start_line"]), int(it["end_line"])
         if it.get("symbol") is None:  # a module's full text is its head
-            end = min(end, start + FILE_FULL_LINES - 1)
+            end = min(end, start + MODULE_HEAD - 1)
         out.setdefault(it["path"], set()).update(range(start, end + 1))
     return out
 

@@ -176,3 +176,48 @@ def test_the_pack_adds_a_leading_file_that_no_candidate_reached(engine: Engine) 
     assert sum(i.tokens for i in items) <= 2000
     # the same call without a task's focus packs what it was given, nothing more
     assert [i.node.id for i in pack(only, engine.graph, r.source_lines, 2000)] == ["shop/render.py::add_watermark"]
+
+
+def test_only_the_leading_files_get_excerpts_of_their_own(engine: Engine) -> None:
+    """A module's excerpt stands for the file's relevance, which the file ranking judges: a file
+    outside the leading ones keeps the short forms."""
+    from ctx_lsp.retrieval.pack import pack
+    from ctx_lsp.retrieval.score import Candidate, Reason
+
+    r = engine.retriever
+    r.sync()
+    focus = LineFocus.of(ISSUE, r.lexical.idf, r.lexical.df, r.lexical.n)
+    module = [Candidate("shop/render.py", 0, [Reason("bm25", None, 1.0)], 1.0)]
+    elsewhere = pack(module, engine.graph, r.source_lines, 4000, focus=focus, files=[("shop/other.py", 1.0)])
+    assert [i.detail for i in elsewhere] != ["excerpt"]
+    leading = pack(module, engine.graph, r.source_lines, 4000, focus=focus, files=[("shop/render.py", 1.0)])
+    assert [i.detail for i in leading] == ["excerpt"]
+
+
+def test_the_first_pass_leaves_the_leading_files_room(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many matching symbols elsewhere would fill a task's whole budget; part of it waits for the
+    leading file's matching lines."""
+    from ctx_lsp.retrieval import pack as packing
+    from ctx_lsp.retrieval.score import Candidate, Reason
+
+    helpers = "\n\n".join(f"def helper_{i}(pages):\n" + "".join(f"    pages[{j}] = pages[{j}] + {i}  # keep the watermark\n"
+                                                                for j in range(12)) for i in range(30))
+    write_tree(tmp_path / "ws", {**PROJECT, "shop/helpers.py": helpers})
+    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
+    e.open()
+    r = e.retriever
+    r.sync()
+    focus = LineFocus.of(ISSUE, r.lexical.idf, r.lexical.df, r.lexical.n)
+    ranked = [Candidate(f"shop/helpers.py::helper_{i}", 0, [Reason("bm25", None, 2.0 - i / 100)], 2.0 - i / 100)
+              for i in range(30)]
+    src = (tmp_path / "ws/shop/render.py").read_text().splitlines()
+    line = next(i for i, s in enumerate(src, 1) if s.startswith("if LIMIT_3"))
+
+    def module_lines() -> list[tuple[int, int]]:
+        items = packing.pack(ranked, e.graph, r.source_lines, 3000, focus=focus, files=[("shop/render.py", 1.0)])
+        assert sum(i.tokens for i in items) <= 3000
+        return next((i.shown or [] for i in items if i.node.id == "shop/render.py"), [])
+
+    assert any(a <= line <= b for a, b in module_lines())
+    monkeypatch.setattr(packing, "RESERVE_SHARE", 0.0)
+    assert not any(a <= line <= b for a, b in module_lines())  # without the reserve the helpers take it all

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ctx_lsp.retrieval.text import terms
+from ctx_lsp.retrieval.text import identifiers, terms
 from ctx_lsp.retrieval.tokens import count_tokens
 
 CONTEXT = 2  # lines shown on each side of a line that matches the task
@@ -29,6 +29,7 @@ class LineFocus:
 
     weights: dict[str, float]
     _seen: dict[str, float] = field(default_factory=dict, compare=False, repr=False)  # line -> score, per query
+    _hits: dict[str, frozenset[str]] = field(default_factory=dict, compare=False, repr=False)  # identifier -> its weighted terms
 
     @classmethod
     def of(cls, query: str, idf: Callable[[str], float], df: Callable[[str], int], chunks: int) -> LineFocus:
@@ -37,11 +38,18 @@ class LineFocus:
         return cls({t: idf(t) for t in set(terms(query)) if 0 < df(t) <= most})
 
     def score(self, line: str) -> float:
-        if not self.weights or not line.strip():
+        """The summed weight of the task's terms in the line, each counted once."""
+        if not self.weights:
             return 0.0
         got = self._seen.get(line)
         if got is None:
-            got = self._seen[line] = sum(self.weights.get(t, 0.0) for t in set(terms(line)))
+            found: set[str] = set()
+            for ident in set(identifiers(line)):
+                hit = self._hits.get(ident)
+                if hit is None:
+                    hit = self._hits[ident] = frozenset(t for t in terms(ident) if t in self.weights)
+                found |= hit
+            got = self._seen[line] = sum(self.weights[t] for t in found)
         return got
 
 
@@ -75,10 +83,13 @@ def excerpt(lines: list[str], start: int, end: int, focus: LineFocus, max_tokens
     if not scored:
         return None
     shown: set[int] = set(range(start, body_from))
-    cost = {i: count_tokens(lines[i - 1]) for i in range(start, end + 1)}
+    cost: dict[int, int] = {}
 
     def estimate(rows: set[int]) -> int:  # count_tokens of render(rows), give or take the markers
         gaps = sum(1 for i in rows if i - 1 >= start and i - 1 not in rows) + (end not in rows)
+        for i in rows:
+            if i not in cost:
+                cost[i] = count_tokens(lines[i - 1])
         return sum(cost[i] for i in rows) + GAP_TOKENS * gaps
 
     for _, i in scored[:MAX_WINDOWS]:

@@ -23,7 +23,9 @@ FULL_RANKS = 8  # ranks that may get full text
 MAX_FULL_SHARE = 0.45  # one item's full text may take at most this share of the budget
 FULL_SHARE = 0.8  # full texts stop here, leaving room for lower-ranked signatures and references
 OUTLINE_MEMBERS = 20
+MODULE_HEAD = 40  # a module's full text is its first lines (imports, docstring, constants)
 LEADING_FILES = 3  # task text: the files whose matching lines the pack shows even when no item reached them
+RESERVE_SHARE = 0.25  # task text: the share of the budget the first pass leaves for the leading files' lines
 EXCERPT_SHARE = 0.15  # an excerpt of a long symbol or file takes at most this share of the budget
 
 SourceLines = Callable[[str], list[str]]
@@ -58,7 +60,7 @@ def _header_tokens(node: Node) -> int:
 def full_text(node: Node, lines: list[str]) -> str:
     if node.kind == "commit":
         return f"{node.qualname} {node.doc}: {node.signature}"
-    end = node.end_line if node.qualname is not None else min(node.end_line, 40)
+    end = node.end_line if node.qualname is not None else min(node.end_line, MODULE_HEAD)
     return "\n".join(lines[node.start_line - 1 : end])
 
 
@@ -98,8 +100,9 @@ def _taken(items: list[Item], path: str, but: Item | None = None) -> frozenset[i
         if it.shown is not None:
             for a, b in it.shown:
                 out.update(range(a, b + 1))
-        elif it.detail == "full" and it.node.qualname is not None:
-            out.update(range(it.node.start_line, it.node.end_line + 1))
+        elif it.detail == "full":
+            n = it.node  # a module's full text is its head (full_text)
+            out.update(range(n.start_line, (n.end_line if n.qualname is not None else min(n.end_line, MODULE_HEAD)) + 1))
     return frozenset(out)
 
 
@@ -127,6 +130,9 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
     top = ranked[0].score
     items: list[Item] = []
     used = 0
+    leading = {p for p, _ in (files or [])[:LEADING_FILES]} if focus is not None else set()
+    # task text: part of the budget waits for the leading files' matching lines (_fill)
+    room = budget - int(RESERVE_SHARE * budget) if leading else budget
     for rank, cand in enumerate(ranked[: MAX_ITEMS * 2]):
         if cand.score < CUT_RATIO * top or len(items) >= MAX_ITEMS:
             break
@@ -142,14 +148,14 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
         contains_chosen = any(it.node.path == node.path and node.start_line <= it.node.start_line
                               and it.node.end_line <= node.end_line for it in items)
         head = _header_tokens(node)
-        remaining = budget - used - head
+        remaining = room - used - head
         if remaining <= 0:
             continue
         options: list[str] = []
         if rank < FULL_RANKS and cand.hops <= 1 and not contains_chosen and node.kind != "commit":
             options.append("full")
-        if focus is not None and rank < FULL_RANKS and cand.hops <= 1:
-            # a module's full text is its head (imports): for a task its matching stretches say more
+        if focus is not None and rank < FULL_RANKS and cand.hops <= 1 and (node.qualname is not None or node.path in leading):
+            # a leading module's full text is its head (imports): for a task its matching stretches say more
             options.insert(0 if node.qualname is None else len(options), "excerpt")
         if rank < FULL_RANKS * 2 or cand.hops <= 1:
             options.append("signature")
@@ -165,13 +171,13 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
                     continue
                 if cand.node_id in targets and cost > TARGET_FULL_SHARE * budget:
                     continue
-                if items and used + cost + head > FULL_SHARE * budget:
+                if items and used + cost + head > FULL_SHARE * room:
                     continue
             elif detail == "excerpt":
                 assert focus is not None
                 cap = min(remaining, int(EXCERPT_SHARE * budget))
-                if items and used + head + cap > FULL_SHARE * budget:
-                    cap = int(FULL_SHARE * budget) - used - head
+                if items and used + head + cap > FULL_SHARE * room:
+                    cap = int(FULL_SHARE * room) - used - head
                 got = _excerpt_of(node, source(node.path), focus, cap, _taken(items, node.path))
                 if got is None:
                     continue

@@ -51,6 +51,11 @@ def _ident_terms(ident: str, keep_stopwords: bool) -> tuple[str, ...]:
     return tuple(out)
 
 
+def identifiers(text: str) -> list[str]:
+    """The identifier-shaped words of a text, in order (what `terms` splits into index terms)."""
+    return _WORD.findall(text)
+
+
 def terms(text: str, keep_stopwords: bool = False) -> list[str]:
     """Index terms of free text or code: stemmed identifier sub-words plus whole lower-cased identifiers."""
     out: list[str] = []
