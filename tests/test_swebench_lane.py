@@ -517,3 +517,34 @@ def test_explain_inputs_rescore_to_the_engine_ranking(lane: dict[str, Any], caps
     assert main(["swebench-fit", str(lane["root"] / "x.json")]) == 0
     out = capsys.readouterr().out
     assert "leave-one-repository-out" in out and "(current)" in out
+
+
+def test_delivery_counts_the_gold_lines_each_pack_shows(lane: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """`delivery`: the gold patch's edited lines in non-test files, and how many of them the engine's
+    items (full text, an excerpt's `shown`) and BM25's chunks packed into the same budget show."""
+    from benchmark_gen import swebench_delivery as D
+
+    rep = lane.get("report_a") or _run(lane, "a", capsys, "--ablate")[0]
+    by_id = {r["instance_id"]: r for r in rep["instances"]}
+    d = by_id["acme__shop-205"]["delivery"]
+    assert d["gold_lines"] >= 1 and 0 <= d["engine"]["shown"] <= d["gold_lines"]
+    assert d["bm25_chunks"]["tokens"] <= rep["config"]["budget"]
+    assert d["engine"]["tokens"] == by_id["acme__shop-205"]["tokens"]
+    agg = rep["aggregates"]["delivery"]["overall"]
+    recs = [r["delivery"] for r in rep["instances"] if r["delivery"]["gold_lines"]]
+    assert agg["engine"]["n"] == len(recs)
+    assert agg["engine"]["line_recall"] == pytest.approx(sum(x["engine"]["shown"] / x["gold_lines"] for x in recs) / len(recs))
+    assert agg["bm25_chunks"]["complete"] == pytest.approx(
+        sum(x["bm25_chunks"]["shown"] == x["gold_lines"] for x in recs) / len(recs))
+    # the pieces on their own
+    gold = D.gold_lines([("a.py", [0, 3, 9]), ("b.py", [])])
+    assert gold == {"a.py": {1, 3, 9}}
+    items = [{"path": "a.py", "start_line": 2, "end_line": 5, "symbol": "f", "detail": "full"},
+             {"path": "a.py", "start_line": 1, "end_line": 99, "symbol": None, "detail": "excerpt", "shown": [[8, 9]]},
+             {"path": "a.py", "start_line": 1, "end_line": 99, "symbol": "g", "detail": "signature"}]
+    assert D.shown_count(gold, D.engine_shown(items)) == 2  # line 3 (full) and 9 (excerpt), not line 1
+    src = {"a.py": [f"x{i} = {i}" for i in range(1, 12)]}
+    chunks = {"a.py": {"f": [1, 2, 3], "g": [9, 10]}}
+    shown, spent = D.bm25_shown([("a.py", "g"), ("a.py", "f")], lambda p: chunks[p], lambda p: src[p], 60)
+    assert shown == {"a.py": {9, 10}} and 0 < spent <= 60  # f no longer fits
+    assert D.bm25_shown([("a.py", "g"), ("a.py", "f")], lambda p: chunks[p], lambda p: src[p], 80)[0] == {"a.py": {1, 2, 3, 9, 10}}
