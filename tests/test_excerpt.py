@@ -221,3 +221,37 @@ def test_the_first_pass_leaves_the_leading_files_room(tmp_path: Path, monkeypatc
     assert any(a <= line <= b for a, b in module_lines())
     monkeypatch.setattr(packing, "RESERVE_SHARE", 0.0)
     assert not any(a <= line <= b for a, b in module_lines())  # without the reserve the helpers take it all
+
+
+def test_docstring_and_comment_lines_count_less_than_code() -> None:
+    from ctx_lsp.retrieval.excerpt import prose_lines
+
+    lines = ["def build(report):", '    """Build the report.', "", "    Keeps the watermark.", '    """',
+             "    # the watermark goes last"] + [f"    step_{i} = report.section({i})" for i in range(20)] + [
+             "    stamp = report.watermark", "    return stamp"]
+    assert prose_lines(lines, 1, len(lines)) == {2, 3, 4, 5, 6}
+    got = excerpt(lines, 1, len(lines), LineFocus({"watermark": 3.0}), 80)
+    assert got is not None and got.shown == [(1, 1), (25, 28)], got  # the code line's window first
+
+
+def test_the_budget_left_upgrades_items_in_rank_order(tmp_path: Path) -> None:
+    """Past the first ranks the first pass gives signatures; for a task the budget it leaves turns
+    them into full text, best first; a short question's pack keeps them short."""
+    from ctx_lsp.retrieval.pack import FULL_RANKS, pack
+    from ctx_lsp.retrieval.score import Candidate, Reason
+
+    helpers = "\n\n".join(f"def helper_{i}(pages):\n    return pages[{i}]  # keep the watermark\n" for i in range(12))
+    write_tree(tmp_path / "ws", {**PROJECT, "shop/helpers.py": helpers})
+    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
+    e.open()
+    r = e.retriever
+    r.sync()
+    ranked = [Candidate(f"shop/helpers.py::helper_{i}", 0, [Reason("bm25", None, 2.0 - i / 100)], 2.0 - i / 100)
+              for i in range(12)]
+    short = pack(ranked, e.graph, r.source_lines, 8000)
+    assert [i.detail for i in short][FULL_RANKS:] == ["signature"] * (12 - FULL_RANKS)
+    focus = LineFocus.of(ISSUE, r.lexical.idf, r.lexical.df, r.lexical.n)
+    task = pack(ranked, e.graph, r.source_lines, 8000, focus=focus, files=[("shop/helpers.py", 1.0)])
+    symbols = [i for i in task if i.node.qualname is not None]
+    assert [i.detail for i in symbols] == ["full"] * 12
+    assert sum(i.tokens for i in task) <= 8000
