@@ -32,6 +32,16 @@ def write_tree(root: Path, files: dict[str, str | bytes]) -> None:
             p.write_text(content, encoding="utf-8")
 
 
+def open_engine(root: Path, files: dict[str, str | bytes], cache_dir: Path):  # type: ignore[no-untyped-def]
+    """An engine opened on `files` written under `root`, its cache in `cache_dir`."""
+    from ctx_lsp.engine import Engine
+
+    write_tree(root, files)
+    e = Engine(root, cache_dir=cache_dir)
+    e.open()
+    return e
+
+
 def corpus_dir(name: str) -> Path:
     """The pinned corpus directory of `name`, or skip the test with the reason."""
     if not CORPORA_GET.exists():

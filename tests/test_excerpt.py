@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import write_tree
+from conftest import open_engine
 
 from ctx_lsp.engine import Engine
 from ctx_lsp.retrieval.excerpt import LineFocus, excerpt, render, stretches
@@ -86,11 +86,7 @@ the later pages: the watermark is missing from page 150 onwards. Smaller reports
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
-    root = tmp_path_factory.mktemp("shop")
-    write_tree(root, PROJECT)
-    e = Engine(root, cache_dir=tmp_path_factory.mktemp("cache"))
-    e.open()
-    return e
+    return open_engine(tmp_path_factory.mktemp("shop"), PROJECT, tmp_path_factory.mktemp("cache"))
 
 
 def _items(pack: dict, symbol: str) -> list[dict]:
@@ -202,9 +198,7 @@ def test_the_first_pass_leaves_the_leading_files_room(tmp_path: Path, monkeypatc
 
     helpers = "\n\n".join(f"def helper_{i}(pages):\n" + "".join(f"    pages[{j}] = pages[{j}] + {i}  # keep the watermark\n"
                                                                 for j in range(12)) for i in range(30))
-    write_tree(tmp_path / "ws", {**PROJECT, "shop/helpers.py": helpers})
-    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
-    e.open()
+    e = open_engine(tmp_path / "ws", {**PROJECT, "shop/helpers.py": helpers}, tmp_path / "cache")
     r = e.retriever
     r.sync()
     focus = LineFocus.of(ISSUE, r.lexical.idf, r.lexical.df, r.lexical.n)
@@ -241,9 +235,7 @@ def test_the_budget_left_upgrades_items_in_rank_order(tmp_path: Path) -> None:
     from ctx_lsp.retrieval.score import Candidate, Reason
 
     helpers = "\n\n".join(f"def helper_{i}(pages):\n    return pages[{i}]  # keep the watermark\n" for i in range(12))
-    write_tree(tmp_path / "ws", {**PROJECT, "shop/helpers.py": helpers})
-    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
-    e.open()
+    e = open_engine(tmp_path / "ws", {**PROJECT, "shop/helpers.py": helpers}, tmp_path / "cache")
     r = e.retriever
     r.sync()
     ranked = [Candidate(f"shop/helpers.py::helper_{i}", 0, [Reason("bm25", None, 2.0 - i / 100)], 2.0 - i / 100)

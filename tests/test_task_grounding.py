@@ -18,7 +18,7 @@ from ctx_lsp.retrieval.engine import ALL_FEATURES
 from ctx_lsp.retrieval.evidence import extract_evidence
 from ctx_lsp.retrieval.literals import LiteralIndex
 from ctx_lsp.retrieval.plan import TEMPORAL_HISTORY, make_plan
-from tests.conftest import write_tree
+from tests.conftest import open_engine, write_tree
 
 PROJECT = {
     "shop/__init__.py": '"""A small shop."""\nfrom .pricing.discounts import apply_discount\n\n__all__ = ["apply_discount"]\n',
@@ -105,11 +105,7 @@ exceed the order total 10.
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
-    root = tmp_path_factory.mktemp("shop")
-    write_tree(root, PROJECT)
-    e = Engine(root, cache_dir=tmp_path_factory.mktemp("cache"))
-    e.open()
-    return e
+    return open_engine(tmp_path_factory.mktemp("shop"), PROJECT, tmp_path_factory.mktemp("cache"))
 
 
 def _ctx(e: Engine, text: str, features: frozenset[str] = ALL_FEATURES) -> dict:
