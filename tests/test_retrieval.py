@@ -176,9 +176,13 @@ def test_cli_context_json_and_stdin(workspace: Path, tmp_path: Path) -> None:
     assert "OrderService.place" in _symbols(pack)
     md = _cli("context", "--root", str(workspace), "--cache-dir", str(tmp_path), "-", stdin="who calls with_tax\n")
     assert md.returncode == 0 and "OrderService.place" in md.stdout
+    piped = _cli("context", "--root", str(workspace), "--cache-dir", str(tmp_path), stdin="who calls with_tax\n")
+    assert piped.returncode == 0, piped.stderr  # `ctx-lsp context < task.md`: no '-' needed
+    assert piped.stdout == md.stdout
 
 
-@pytest.mark.parametrize("args", [["context", ""], ["context", "--root", "/nonexistent/root", "x"], ["context", "-"]])
+@pytest.mark.parametrize("args", [["context", ""], ["context", "--root", "/nonexistent/root", "x"], ["context", "-"],
+                                  ["context"]])
 def test_cli_context_errors(args: list[str], tmp_path: Path) -> None:
     out = _cli(*args, "--cache-dir", str(tmp_path), stdin="")
     assert out.returncode == 2

@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(p)
 
     p = sub.add_parser("context", help="the smallest explained context for a question or task")
-    p.add_argument("query", nargs="+", metavar="QUERY", help="the question or task; '-' reads it from stdin")
+    p.add_argument("query", nargs="*", metavar="QUERY",
+                   help="the question or task; '-', or none with stdin piped, reads it from stdin")
     p.add_argument("--budget", type=int, default=4000, help="hard token budget (default 4000)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the ContextPack as JSON")
@@ -329,8 +330,10 @@ def cmd_neighbors(args: argparse.Namespace) -> int:
 
 def cmd_context(args: argparse.Namespace) -> int:
     query = " ".join(args.query).strip()
-    if query == "-":
+    if query == "-" or (not args.query and sys.stdin is not None and not sys.stdin.isatty()):  # `ctx-lsp context < issue.md`
         query = sys.stdin.read().strip()
+    elif not args.query:
+        raise CliError("a QUERY is needed (or '-' to read it from stdin)")
     if not query:
         raise CliError("empty query")
     if args.budget <= 0:
