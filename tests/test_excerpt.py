@@ -247,3 +247,21 @@ def test_the_budget_left_upgrades_items_in_rank_order(tmp_path: Path) -> None:
     symbols = [i for i in task if i.node.qualname is not None]
     assert [i.detail for i in symbols] == ["full"] * 12
     assert sum(i.tokens for i in task) <= 8000
+
+
+def test_line_scores_do_not_depend_on_the_process_string_hashing() -> None:
+    """A line's score sums its terms' weights; summed in a set's order, the float (and so the
+    order of equal-looking lines, and the pack) changed from one process to the next."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from ctx_lsp.retrieval.excerpt import LineFocus\n"
+            "w = {'watermark': 1e16, 'page': 1.0, 'stamp': 1.0, 'report': 1.0}\n"
+            "print(repr(LineFocus(w).score('stamp = report.watermark(page)')))\n")
+    got = set()
+    for seed in ("1", "2", "3", "4", "5", "6"):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed})
+        got.add(out.stdout.strip())
+    assert len(got) == 1, got

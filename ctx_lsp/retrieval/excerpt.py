@@ -49,7 +49,8 @@ class LineFocus:
                 if hit is None:
                     hit = self._hits[ident] = frozenset(t for t in terms(ident) if t in self.weights)
                 found |= hit
-            got = self._seen[line] = sum(self.weights[t] for t in found)
+            # summed in value order: a set's order changes with the process's string hashing
+            got = self._seen[line] = sum(sorted(self.weights[t] for t in found))
         return got
 
 
