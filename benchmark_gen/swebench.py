@@ -179,25 +179,19 @@ def delivery(tree: Path, patched: list[tuple[str, list[int]]], pack: dict[str, A
              bm_funcs: list[tuple[str, str]], budget: int) -> dict[str, Any]:
     """The gold lines each row's pack shows verbatim (swebench_delivery)."""
     gold = D.gold_lines(patched)
-    texts: dict[str, str] = {}
+    read: dict[str, tuple[list[str], dict[str, list[int]]]] = {}  # path -> (lines, chunk lines)
 
-    def text(path: str) -> str:
-        if path not in texts:
+    def file(path: str) -> tuple[list[str], dict[str, list[int]]]:
+        if path not in read:
             try:
-                texts[path] = (tree / path).read_text(encoding="utf-8", errors="replace")
+                text = (tree / path).read_text(encoding="utf-8", errors="replace")
             except OSError:
-                texts[path] = ""
-        return texts[path]
-
-    spans: dict[str, dict[str, list[int]]] = {}
-
-    def chunks(path: str) -> dict[str, list[int]]:
-        if path not in spans:
-            spans[path] = dict(chunk_lines(text(path)) or [])
-        return spans[path]
+                text = ""
+            read[path] = (text.splitlines(), dict(chunk_lines(text) or []))
+        return read[path]
 
     engine = D.engine_shown(pack.get("items", []))
-    bm, bm_tokens = D.bm25_shown(bm_funcs, chunks, lambda p: text(p).splitlines(), budget)
+    bm, bm_tokens = D.bm25_shown(bm_funcs, lambda p: file(p)[1], lambda p: file(p)[0], budget)
     return {"gold_lines": sum(len(v) for v in gold.values()),
             "engine": {"shown": D.shown_count(gold, engine), "tokens": int(pack.get("tokens", 0))},
             "bm25_chunks": {"shown": D.shown_count(gold, bm), "tokens": bm_tokens}}
@@ -215,9 +209,9 @@ def run_instance(run: RepoRun, inst: dict[str, Any], budget: int, features: froz
         if fp.new_file or fp.path not in lay.listed or fp.path in gold_files:
             continue
         gold_files.append(fp.path)
-        if fp.path.endswith(".py") and fp.path in lay.entries and not is_swe_test_path(fp.path, run.repo):
-            patched.append((fp.path, fp.lines))
         if fp.path.endswith(".py") and fp.path in lay.entries:
+            if not is_swe_test_path(fp.path, run.repo):
+                patched.append((fp.path, fp.lines))
             src = (run.tree / fp.path).read_text(encoding="utf-8", errors="replace")
             gold_funcs += [f"{fp.path}::{q}" for q in gold_functions(src, fp.lines)]
     if not gold_files:

@@ -4,9 +4,8 @@ Ranking scores say whether the right files and functions come first; an agent re
 this measures the pack itself: of the lines the gold patch removes or changes in non-test files (a
 pure addition counts for the line above it, as in swebench_gold), how many does the pack show
 verbatim (items with detail `full`, and the `shown` lines of `excerpt` items), inside the same token
-budget? The baseline packs BM25's
-def/class chunks (swebench_baselines) in their rank order into the same budget, the way a
-retrieve-then-read pipeline without a graph would.
+budget? The baseline packs BM25's def/class chunks (swebench_baselines) in their rank order into the
+same budget, the way a retrieve-then-read pipeline without a graph would.
 
 Per instance: `gold_lines`, and per row (`engine`, `bm25_chunks`) `shown` (gold lines shown
 verbatim) and `tokens` (what the row's pack spent). Aggregates: line recall (mean of shown /
@@ -19,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ctx_lsp.retrieval.pack import MODULE_HEAD
+from ctx_lsp.retrieval.pack import header_tokens, shown_lines
 from ctx_lsp.retrieval.tokens import count_tokens
 
 ROWS = ("engine", "bm25_chunks")
@@ -38,24 +37,11 @@ def engine_shown(items: Sequence[dict[str, Any]]) -> dict[str, set[int]]:
     """path -> lines the engine's pack shows verbatim."""
     out: dict[str, set[int]] = {}
     for it in items:
-        if not it.get("path") or it.get("kind") == "commit":
-            continue
-        if it.get("detail") == "excerpt":
-            for a, b in it.get("shown", []):
-                out.setdefault(it["path"], set()).update(range(int(a), int(b) + 1))
-            continue
-        if it.get("detail") != "full":
-            continue
-        start, end = int(it["start_line"]), int(it["end_line"])
-        if it.get("symbol") is None:  # a module's full text is its head
-            end = min(end, start + MODULE_HEAD - 1)
-        out.setdefault(it["path"], set()).update(range(start, end + 1))
+        if it.get("path") and it.get("kind") != "commit":
+            out.setdefault(it["path"], set()).update(shown_lines(
+                str(it.get("detail")), int(it["start_line"]), int(it["end_line"]), it.get("symbol") is None,
+                it.get("shown")))
     return out
-
-
-def chunk_header_tokens(path: str, qual: str, lines: Sequence[int]) -> int:
-    """The baseline's per-chunk cost beside its text: the same header the engine's items pay."""
-    return count_tokens(f"### {path}:{lines[0]}-{lines[-1]} {qual} reasons") + 6 if lines else 0
 
 
 def bm25_shown(ranked: Sequence[tuple[str, str]], chunk_lines: Callable[[str], dict[str, list[int]]],
@@ -69,7 +55,9 @@ def bm25_shown(ranked: Sequence[tuple[str, str]], chunk_lines: Callable[[str], d
         if not lines:
             continue
         src = source(path)
-        cost = count_tokens("\n".join(src[i - 1] for i in lines if i <= len(src))) + chunk_header_tokens(path, qual, lines)
+        # beside its text, a chunk pays the same heading the engine's items pay
+        cost = count_tokens("\n".join(src[i - 1] for i in lines if i <= len(src))) + header_tokens(
+            path, lines[0], lines[-1], qual)
         if used + cost > budget:
             continue
         used += cost

@@ -7,7 +7,7 @@ adaptive cut stops where scores drop. The sum of item tokens never exceeds the b
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,15 +53,35 @@ class Item:
         } | ({"shown": [list(r) for r in self.shown]} if self.shown is not None else {})
 
 
+def header_tokens(path: str, start: int, end: int, qualname: str | None) -> int:
+    """What an item costs beside its text: its heading and reasons, as renderers print them."""
+    return count_tokens(f"### {path}:{start}-{end} {qualname or ''} reasons") + 6
+
+
 def _header_tokens(node: Node) -> int:
-    return count_tokens(f"### {node.path}:{node.start_line}-{node.end_line} {node.qualname or ''} reasons") + 6
+    return header_tokens(node.path, node.start_line, node.end_line, node.qualname)
+
+
+def shown_lines(detail: str, start: int, end: int, module: bool,
+                shown: Iterable[Sequence[int]] | None = None) -> range | set[int]:
+    """The lines an item shows verbatim: a full symbol its span, a module in full its head, an
+    excerpt its `shown` stretches; a signature or reference none."""
+    if detail == "excerpt":
+        return {i for a, b in shown or () for i in range(a, b + 1)}
+    if detail == "full":
+        return range(start, _full_end(start, end, module) + 1)
+    return range(0)
+
+
+def _full_end(start: int, end: int, module: bool) -> int:
+    """The last line of an item's full text: a module's is its head."""
+    return min(end, start + MODULE_HEAD - 1) if module else end
 
 
 def full_text(node: Node, lines: list[str]) -> str:
     if node.kind == "commit":
         return f"{node.qualname} {node.doc}: {node.signature}"
-    end = node.end_line if node.qualname is not None else min(node.end_line, MODULE_HEAD)
-    return "\n".join(lines[node.start_line - 1 : end])
+    return "\n".join(lines[node.start_line - 1 : _full_end(node.start_line, node.end_line, node.qualname is None)])
 
 
 def signature_text(node: Node, graph: CodeGraph) -> str:
@@ -95,14 +115,8 @@ def _taken(items: list[Item], path: str, but: Item | None = None) -> frozenset[i
     """Lines of `path` that full-text and excerpt items already show."""
     out: set[int] = set()
     for it in items:
-        if it is but or it.node.path != path:
-            continue
-        if it.shown is not None:
-            for a, b in it.shown:
-                out.update(range(a, b + 1))
-        elif it.detail == "full":
-            n = it.node  # a module's full text is its head (full_text)
-            out.update(range(n.start_line, (n.end_line if n.qualname is not None else min(n.end_line, MODULE_HEAD)) + 1))
+        if it is not but and it.node.path == path and it.node.kind != "commit":
+            out.update(shown_lines(it.detail, it.node.start_line, it.node.end_line, it.node.qualname is None, it.shown))
     return frozenset(out)
 
 
