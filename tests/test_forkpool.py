@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import sys
 import threading
 import time
@@ -64,6 +65,21 @@ def test_a_failing_task_or_a_dying_worker_is_raised_in_the_parent(bad: int, erro
     before = _children()
     with pytest.raises(error, match=message), ForkPool(_square, [1, 2, bad, 4, 5], 2) as pool:
         list(pool.results())
+    assert not _children() - before
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="watches the worker through /proc")
+def test_a_worker_that_dies_between_tasks_is_reported_not_a_broken_pipe() -> None:
+    """Handing the next task to a child that has died is an EPIPE; the pool reports the death instead."""
+    before = _children()
+    with ForkPool(_square, [1, 2, 3, 4, 5], 1) as pool:
+        (worker,) = _children() - before
+        time.sleep(1.0)  # it answers the two tasks it holds and waits for the next
+        os.kill(worker, signal.SIGKILL)
+        while Path(f"/proc/{worker}/stat").read_text().split()[2] != "Z":  # a signal is delivered, not awaited
+            time.sleep(0.01)
+        with pytest.raises(ForkPoolError, match="killed by signal 9"):
+            list(pool.results())
     assert not _children() - before
 
 

@@ -119,7 +119,12 @@ class ForkPool(Generic[T, R]):
         if child.task_w < 0:
             return
         if self._next < len(self._tasks):
-            os.write(child.task_w, self._next.to_bytes(_TASK, "little"))  # 4 bytes: never blocks
+            try:
+                os.write(child.task_w, self._next.to_bytes(_TASK, "little"))  # 4 bytes: never blocks
+            except BrokenPipeError:  # the child died: results() reports how when its result pipe ends
+                os.close(child.task_w)
+                child.task_w, child.gone = -1, True
+                return
             child.pending += 1
             self._next += 1
         else:
@@ -150,7 +155,7 @@ class ForkPool(Generic[T, R]):
                     data = os.read(child.result_r, 1 << 20)
                     if not data:
                         sel.unregister(child.result_r)
-                        if child.pending:
+                        if child.pending or child.gone:
                             raise ForkPoolError(f"worker {child.pid} ended with {child.pending} task(s) unfinished"
                                                 f"{_exit_reason(child.pid)}")
                         continue
@@ -201,6 +206,7 @@ class _Child:
     def __init__(self, pid: int, task_w: int, result_r: int) -> None:
         self.pid, self.task_w, self.result_r = pid, task_w, result_r
         self.pending = 0  # tasks handed to it and not yet answered
+        self.gone = False  # it died before it could be handed a task
         self.buf = bytearray()
 
     def close_fds(self) -> None:
@@ -245,11 +251,18 @@ def _picklable(exc: BaseException) -> BaseException:
         return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
-def _exit_reason(pid: int) -> str:
-    try:
-        reaped, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return ""
+def _exit_reason(pid: int, wait: float = 2.0) -> str:
+    # A dying child's pipe reaches EOF before the kernel marks it exited (its files are closed first),
+    # so poll briefly for its status instead of asking once.
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            reaped, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return ""
+        if reaped or time.monotonic() >= deadline:
+            break
+        time.sleep(0.005)
     if reaped == 0:
         return ""
     if os.WIFSIGNALED(status):
