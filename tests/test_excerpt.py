@@ -217,6 +217,39 @@ def test_the_first_pass_leaves_the_leading_files_room(tmp_path: Path, monkeypatc
     assert not any(a <= line <= b for a, b in module_lines())  # without the reserve the helpers take it all
 
 
+def test_the_leading_symbols_no_item_shows_get_the_budget_left(tmp_path: Path) -> None:
+    """The symbol ranking also weighs each function's own text against the task, so a leading file's
+    best functions may be missing from the candidates that filled the first pass: the budget left
+    shows them, before the file's other matching lines, and never twice."""
+    from ctx_lsp.retrieval.pack import pack
+    from ctx_lsp.retrieval.score import Candidate, Reason
+
+    helpers = "\n\n".join(f"def helper_{i}(pages):\n" + "".join(f"    pages[{j}] = pages[{j}] + {i}  # keep the watermark\n"
+                                                                for j in range(12)) for i in range(30))
+    e = open_engine(tmp_path / "ws", {**PROJECT, "shop/helpers.py": helpers}, tmp_path / "cache")
+    r = e.retriever
+    r.sync()
+    focus = LineFocus.of(ISSUE, r.lexical.idf, r.lexical.df, r.lexical.n)
+    ranked = [Candidate(f"shop/helpers.py::helper_{i}", 0, [Reason("bm25", None, 2.0 - i / 100)], 2.0 - i / 100)
+              for i in range(30)]
+    files = [("shop/render.py", 1.0)]
+    symbols = [("shop/helpers.py::helper_0", 2.0), ("shop/render.py::add_watermark", 1.5)]
+    without = pack(ranked, e.graph, r.source_lines, 3000, focus=focus, files=files)
+    assert "shop/render.py::add_watermark" not in [i.node.id for i in without]
+    items = pack(ranked, e.graph, r.source_lines, 3000, focus=focus, files=files, symbols=symbols)
+    assert sum(i.tokens for i in items) <= 3000
+    ids = [i.node.id for i in items]
+    assert ids.count("shop/helpers.py::helper_0") == 1  # already shown whole: not added again
+    at = ids.index("shop/render.py::add_watermark")
+    added = items[at].to_json()
+    assert added["detail"] == "full" and added["reasons"] == [{"via": "symbols", "from": None, "weight": 1.5}]
+    assert added["score"] == items[at - 1].to_json()["score"]  # after the last item, scored as it: the order stays
+    # the leading file's excerpt comes from what is left after it and leaves its lines out
+    module = next(i for i in items if i.node.id == "shop/render.py")
+    assert not any(a <= n <= b for a, b in module.shown or () for n in range(items[at].node.start_line,
+                                                                          items[at].node.end_line + 1))
+
+
 def test_docstring_and_comment_lines_count_less_than_code() -> None:
     from ctx_lsp.retrieval.excerpt import prose_lines
 

@@ -332,14 +332,19 @@ class Retriever:
         relational = bool(set(plan.operators) & _RELATIONAL)
         targets = frozenset(q.resolved + ([hop_target] if hop_target else [])) if relational else frozenset()
         focus = LineFocus.of(plan.query, self.lexical.idf, self.lexical.df, self.lexical.n) if plan.task and "lexical" in features else None
+        chunks = self.lexical if plan.task and "lexical" in features else None
+        symbols: list[dict[str, Any]] | None = None
+        if files:  # task text: the symbol ranking leads the pack's spare budget too
+            symbols = rank_symbols(self.engine.graph, ranked, files, chunks, plan.query, self.prior(plan, features))
         items = pack(ranked, self.engine.graph, self.source_lines, budget, targets, focus,
-                     [(f["path"], f["score"]) for f in files])
+                     [(f["path"], f["score"]) for f in files],
+                     [(f"{s['path']}::{s['symbol']}", s["score"]) for s in symbols or ()])
         t["pack"] = time.perf_counter()
         out_items = [it.to_json() for it in items]
         if not files:
             files = _files_of(out_items)
-        chunks = self.lexical if plan.task and "lexical" in features else None
-        symbols = rank_symbols(self.engine.graph, ranked, files, chunks, plan.query, self.prior(plan, features))
+        if symbols is None:
+            symbols = rank_symbols(self.engine.graph, ranked, files, chunks, plan.query, self.prior(plan, features))
         t["symbols"] = time.perf_counter()
         result = {
             "query": query,

@@ -27,6 +27,8 @@ MODULE_HEAD = 40  # a module's full text is its first lines (imports, docstring,
 LEADING_FILES = 3  # task text: the files whose matching lines the pack shows even when no item reached them
 RESERVE_SHARE = 0.25  # task text: the share of the budget the first pass leaves for the leading files' lines
 EXCERPT_SHARE = 0.15  # an excerpt of a long symbol or file takes at most this share of the budget
+LEADING_SYMBOLS = 10  # task text: the symbol ranking's first functions, shown when no item shows them
+_SHOWN_KINDS = ("function", "method", "test")
 
 SourceLines = Callable[[str], list[str]]
 
@@ -133,12 +135,14 @@ def _excerpt_of(node: Node, lines: list[str], focus: LineFocus, max_tokens: int,
 
 def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget: int,
          targets: frozenset[str] = frozenset(), focus: LineFocus | None = None,
-         files: list[tuple[str, float]] | None = None) -> list[Item]:
+         files: list[tuple[str, float]] | None = None,
+         symbols: Sequence[tuple[str, float]] = ()) -> list[Item]:
     """Pack ranked candidates. `targets` are the subjects of a relation question ("who calls X":
     X): their bodies are not the answer, so they are kept short to leave room for what is.
     `focus` (task text): a leading symbol too long to show whole shows its matching lines
-    (excerpt.py), and what budget is left goes first to the matching lines of the leading `files`
-    ((path, score), best first) that no item shows, then to upgrading items in rank order."""
+    (excerpt.py), and what budget is left goes first to the leading `files` ((path, score), best
+    first): to each one's functions among the leading `symbols` ((node id, score), best first), then
+    to its matching lines, where no item shows them; then to upgrading items in rank order."""
     if not ranked:
         return []
     top = ranked[0].score
@@ -208,56 +212,115 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
                 used += cost + head
                 break
     if focus is not None:
-        _fill(items, graph, source, budget, focus, files or [])
+        _fill(items, graph, source, budget, focus, files or [], symbols)
     return items
 
 
 def _fill(items: list[Item], graph: CodeGraph, source: SourceLines, budget: int, focus: LineFocus,
-          files: list[tuple[str, float]]) -> None:
-    """Task text: the budget the first pass left goes to the leading files' matching lines that no
-    item shows yet, then to upgrading items in rank order: a signature or reference to the full
-    text when it fits (and holds no other item), else to an excerpt."""
+          files: list[tuple[str, float]], symbols: Sequence[tuple[str, float]] = ()) -> None:
+    """Task text: the budget the first pass left goes to the leading files, best first: each file's
+    leading symbols that no item shows, then its matching lines that no item shows yet; then to
+    upgrading items in rank order: a signature or reference to the full text when it fits (and
+    holds no other item), else to an excerpt."""
     used = sum(it.tokens for it in items)
+    leading = symbols[:LEADING_SYMBOLS]
     for path, score in files[:LEADING_FILES]:
-        node = graph.node(path)
-        left = budget - used
-        if node is None or left < 40 or any(it.node.id == path and it.detail in ("full", "excerpt") for it in items):
-            continue
-        head = _header_tokens(node)
-        got = _excerpt_of(node, source(path), focus, min(left - head, int(EXCERPT_SHARE * budget)), _taken(items, path))
-        if got is None:
-            continue
-        tokens = count_tokens(got.text) + head
-        held = next((i for i, it in enumerate(items) if it.node.id == path), None)
-        if held is not None:  # the file's own item, upgraded in place
-            used -= items[held].tokens
-            items[held] = Item(node, items[held].cand, "excerpt", got.text, tokens, items[held].merged, got.shown)
-        else:  # after the file's last item, else last, scored as the item before it (the order stays by score)
-            at = max((i for i, it in enumerate(items) if it.node.path == path), default=len(items) - 1)
-            before = items[at].cand.score if at >= 0 else score
-            cand = Candidate(path, 0, [Reason("files", None, score)], before)
-            items.insert(at + 1, Item(node, cand, "excerpt", got.text, tokens, shown=got.shown))
-        used += tokens
+        used = _fill_symbols(items, graph, source, budget, focus, leading, used, path)
+        used = _fill_file(items, graph, source, budget, focus, path, score, used)
     for it in items:
         left = budget - used
         if left < 40:
             return
-        node = it.node
-        if it.detail in ("full", "excerpt") or node.kind == "commit":
+        if it.detail not in ("full", "excerpt") and it.node.kind != "commit":
+            used += _upgrade(it, items, source, budget, focus, left)
+
+
+def _upgrade(it: Item, items: list[Item], source: SourceLines, budget: int, focus: LineFocus, left: int) -> int:
+    """`it` shown whole when it fits in `left` more tokens (and holds no other item), else as an
+    excerpt when that shows more; the tokens it grew by."""
+    node = it.node
+    head = _header_tokens(node)
+    old = it.tokens - head
+    holds_other = any(o is not it and o.node.path == node.path and node.start_line <= o.node.start_line
+                      and o.node.end_line <= node.end_line for o in items)
+    if not holds_other and node.qualname is not None:
+        text = full_text(node, source(node.path))
+        cost = count_tokens(text) if text else 0
+        if text and cost <= MAX_FULL_SHARE * budget and cost - old <= left:
+            it.detail, it.text, it.tokens, it.shown = "full", text, cost + head, None
+            return cost - old
+    got = _excerpt_of(node, source(node.path), focus, min(old + left, int(EXCERPT_SHARE * budget)),
+                      _taken(items, node.path, but=it))
+    if got is not None and (cost := count_tokens(got.text)) > old:
+        it.detail, it.text, it.tokens, it.shown = "excerpt", got.text, cost + head, got.shown
+        return cost - old
+    return 0
+
+
+def _insert_after_file(items: list[Item], new: Item) -> None:
+    """`new` after its file's last item (else last), scored as the item before it (when there is
+    one), so the items stay in score order."""
+    at = max((i for i, it in enumerate(items) if it.node.path == new.node.path), default=len(items) - 1)
+    if at >= 0:
+        new.cand.score = items[at].cand.score
+    items.insert(at + 1, new)
+
+
+def _fill_symbols(items: list[Item], graph: CodeGraph, source: SourceLines, budget: int, focus: LineFocus,
+                  symbols: Sequence[tuple[str, float]], used: int, path: str) -> int:
+    """`path`'s functions among the leading symbols (a ranking that also weighs each function's own
+    text against the task) that no item shows: their item upgraded, else one added. The tokens the
+    items then take."""
+    for nid, weight in symbols:
+        left = budget - used
+        if left < 40:
+            break
+        node = graph.node(nid)
+        if node is None or node.path != path or node.kind not in _SHOWN_KINDS:
+            continue
+        span = range(node.start_line, node.end_line + 1)
+        if set(span) <= _taken(items, node.path):
+            continue
+        held = next((it for it in items if it.node.id == nid), None)
+        if held is not None:
+            if held.detail not in ("full", "excerpt"):
+                used += _upgrade(held, items, source, budget, focus, left)
             continue
         head = _header_tokens(node)
-        old = it.tokens - head
-        holds_other = any(o is not it and o.node.path == node.path and node.start_line <= o.node.start_line
-                          and o.node.end_line <= node.end_line for o in items)
-        if not holds_other and node.qualname is not None:
-            text = full_text(node, source(node.path))
-            cost = count_tokens(text) if text else 0
-            if text and cost <= MAX_FULL_SHARE * budget and cost - old <= left:
-                it.detail, it.text, it.tokens = "full", text, cost + head
-                used += cost - old
+        text = full_text(node, source(node.path))
+        cost = count_tokens(text) if text else 0
+        shown: list[tuple[int, int]] | None = None
+        detail = "full"
+        if not text or cost > EXCERPT_SHARE * budget or cost + head > left:
+            got = _excerpt_of(node, source(node.path), focus, min(left - head, int(EXCERPT_SHARE * budget)),
+                              _taken(items, node.path))
+            if got is None:
                 continue
-        got = _excerpt_of(node, source(node.path), focus, min(old + left, int(EXCERPT_SHARE * budget)),
-                          _taken(items, node.path, but=it))
-        if got is not None and (cost := count_tokens(got.text)) > old:
-            it.detail, it.text, it.tokens, it.shown = "excerpt", got.text, cost + head, got.shown
-            used += cost - old
+            detail, text, cost, shown = "excerpt", got.text, count_tokens(got.text), got.shown
+        cand = Candidate(nid, 0, [Reason("symbols", None, weight)], weight)
+        _insert_after_file(items, Item(node, cand, detail, text, cost + head, shown=shown))
+        used += cost + head
+    return used
+
+
+def _fill_file(items: list[Item], graph: CodeGraph, source: SourceLines, budget: int, focus: LineFocus,
+               path: str, score: float, used: int) -> int:
+    """A leading file's matching lines that no item shows: the file's item made an excerpt of them,
+    else one added. The tokens the items then take."""
+    node = graph.node(path)
+    left = budget - used
+    if node is None or left < 40 or any(it.node.id == path and it.detail in ("full", "excerpt") for it in items):
+        return used
+    head = _header_tokens(node)
+    got = _excerpt_of(node, source(path), focus, min(left - head, int(EXCERPT_SHARE * budget)), _taken(items, path))
+    if got is None:
+        return used
+    tokens = count_tokens(got.text) + head
+    held = next((i for i, it in enumerate(items) if it.node.id == path), None)
+    if held is not None:  # the file's own item, upgraded in place
+        used -= items[held].tokens
+        items[held] = Item(node, items[held].cand, "excerpt", got.text, tokens, items[held].merged, got.shown)
+    else:
+        cand = Candidate(path, 0, [Reason("files", None, score)], score)
+        _insert_after_file(items, Item(node, cand, "excerpt", got.text, tokens, shown=got.shown))
+    return used + tokens
