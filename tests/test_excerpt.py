@@ -190,10 +190,9 @@ def test_only_the_leading_files_get_excerpts_of_their_own(engine: Engine) -> Non
     assert [i.detail for i in leading] == ["excerpt"]
 
 
-def test_the_first_pass_leaves_the_leading_files_room(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Many matching symbols elsewhere would fill a task's whole budget; part of it waits for the
-    leading file's matching lines."""
-    from ctx_lsp.retrieval import pack as packing
+def _crowded(tmp_path: Path) -> tuple[Engine, LineFocus, list]:
+    """The shop plus 30 twelve-line helpers that match the task and rank first: enough to fill a
+    3,000-token pack on their own."""
     from ctx_lsp.retrieval.score import Candidate, Reason
 
     helpers = "\n\n".join(f"def helper_{i}(pages):\n" + "".join(f"    pages[{j}] = pages[{j}] + {i}  # keep the watermark\n"
@@ -204,6 +203,16 @@ def test_the_first_pass_leaves_the_leading_files_room(tmp_path: Path, monkeypatc
     focus = LineFocus.of(ISSUE, r.lexical.idf, r.lexical.df, r.lexical.n)
     ranked = [Candidate(f"shop/helpers.py::helper_{i}", 0, [Reason("bm25", None, 2.0 - i / 100)], 2.0 - i / 100)
               for i in range(30)]
+    return e, focus, ranked
+
+
+def test_the_first_pass_leaves_the_leading_files_room(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many matching symbols elsewhere would fill a task's whole budget; part of it waits for the
+    leading file's matching lines."""
+    from ctx_lsp.retrieval import pack as packing
+
+    e, focus, ranked = _crowded(tmp_path)
+    r = e.retriever
     src = (tmp_path / "ws/shop/render.py").read_text().splitlines()
     line = next(i for i, s in enumerate(src, 1) if s.startswith("if LIMIT_3"))
 
@@ -222,16 +231,9 @@ def test_the_leading_symbols_no_item_shows_get_the_budget_left(tmp_path: Path) -
     best functions may be missing from the candidates that filled the first pass: the budget left
     shows them, before the file's other matching lines, and never twice."""
     from ctx_lsp.retrieval.pack import pack
-    from ctx_lsp.retrieval.score import Candidate, Reason
 
-    helpers = "\n\n".join(f"def helper_{i}(pages):\n" + "".join(f"    pages[{j}] = pages[{j}] + {i}  # keep the watermark\n"
-                                                                for j in range(12)) for i in range(30))
-    e = open_engine(tmp_path / "ws", {**PROJECT, "shop/helpers.py": helpers}, tmp_path / "cache")
+    e, focus, ranked = _crowded(tmp_path)
     r = e.retriever
-    r.sync()
-    focus = LineFocus.of(ISSUE, r.lexical.idf, r.lexical.df, r.lexical.n)
-    ranked = [Candidate(f"shop/helpers.py::helper_{i}", 0, [Reason("bm25", None, 2.0 - i / 100)], 2.0 - i / 100)
-              for i in range(30)]
     files = [("shop/render.py", 1.0)]
     symbols = [("shop/helpers.py::helper_0", 2.0), ("shop/render.py::add_watermark", 1.5)]
     without = pack(ranked, e.graph, r.source_lines, 3000, focus=focus, files=files)
