@@ -206,7 +206,7 @@ class _Child:
     def __init__(self, pid: int, task_w: int, result_r: int) -> None:
         self.pid, self.task_w, self.result_r = pid, task_w, result_r
         self.pending = 0  # tasks handed to it and not yet answered
-        self.gone = False  # it died before it could be handed a task
+        self.gone = False  # a task could not be handed to it: it has died
         self.buf = bytearray()
 
     def close_fds(self) -> None:
