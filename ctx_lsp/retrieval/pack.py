@@ -278,8 +278,7 @@ def _fill_symbols(items: list[Item], graph: CodeGraph, source: SourceLines, budg
         node = graph.node(nid)
         if node is None or node.path != path or node.kind not in _SHOWN_KINDS:
             continue
-        span = range(node.start_line, node.end_line + 1)
-        if set(span) <= _taken(items, node.path):
+        if _taken(items, path).issuperset(range(node.start_line, node.end_line + 1)):
             continue
         held = next((it for it in items if it.node.id == nid), None)
         if held is not None:
