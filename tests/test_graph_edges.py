@@ -337,3 +337,45 @@ def test_setting_a_store_to_the_edges_it_holds_leaves_the_graph_or_puts_its_own_
     g.set_file("c.py", [Node("c.py", "file", "c.py", None, 1, 9), Node("c.py::g", "function", "c.py", "g", 1, 2)])
     g.relink()
     assert g.has_edge("a.py::f", "c.py::g", "CALLS")
+
+
+PROPERTY = '''class Box:
+    @property
+    def size(self):
+        return self._size
+
+    @size.setter
+    def size(self, value):
+        self._size = clamp(value)
+
+    @size.deleter
+    def size(self):
+        del self._size
+
+    def other(self):
+        return 1
+
+
+def clamp(v):
+    return v
+'''
+
+
+def test_a_property_is_one_node_spanning_its_getter_setter_and_deleter(tmp_path: Path) -> None:
+    """`@size.setter` redefines `size`: the node keeps the getter's start and header, spans the
+    setter and deleter too (the setter's calls are this node's), and its chunk holds their words."""
+    from conftest import write_tree
+
+    write_tree(tmp_path / "ws", {"box.py": PROPERTY})
+    idx = build_index(tmp_path / "ws", tmp_path / "cache")
+    node = idx.graph.node("box.py::Box.size")
+    assert node is not None
+    assert (node.start_line, node.end_line) == (2, 12)
+    assert idx.graph.node("box.py::Box.other") is not None
+    calls = [e for e in idx.graph.out_edges("box.py::Box.size") if e.kind == "CALLS"]
+    assert [(e.dst, e.line) for e in calls] == [("box.py::clamp", 8)]
+    assert node.start_line <= calls[0].line <= node.end_line
+    from ctx_lsp.index.chunk_terms import unpack_chunk_terms
+
+    chunk = dict(unpack_chunk_terms(idx.facts["box.py"].chunk_terms))["box.py::Box.size"]
+    assert "clamp" in chunk, "the setter's words are in the property's chunk"

@@ -540,6 +540,7 @@ class _Visitor:
         )
         self.attempt(qual)
         old = self.defs_by_qual.get(qual)
+        accessor_of: Def | None = None
         if old is not None and old.kind == kind and any(c[-1] == "overload" for c in old.decorators) \
                 and not any(c[-1] == "overload" for c in decorators):
             # the implementation after `@overload` stubs is what runs (and what a trace sees)
@@ -550,6 +551,11 @@ class _Visitor:
             # redefinition (e.g. under if/else): keep the first node, still visit the body for sites
             d = Def(qual=qual, kind=kind, start=start, end=end, line=node.lineno, col=d.col)
             shadow = True
+            if _is_accessor(node.name, decorators) and old.start <= start:
+                # `@name.setter` / `.deleter`: one attribute, so one node spanning all its accessors (the
+                # setter's calls are already this node's; its lines and words now are too)
+                old.end = max(old.end, end)
+                accessor_of = old
         else:
             self.defs_by_qual[qual] = d
             self.facts.defs.append(d)
@@ -605,6 +611,8 @@ class _Visitor:
             words = self.words.pop()
             if not shadow:
                 d.words = " ".join(words)
+            elif accessor_of is not None and words:
+                accessor_of.words = f"{accessor_of.words} {' '.join(words)}".strip()
             if member:
                 self.members.append((qual, digest, tuple(self.contribs or ()), *_body_offsets(node, start)))
                 self.contribs = None
@@ -899,3 +907,11 @@ def _one_line(lines: list[str], start: int, end: int) -> str:
     if end > start:
         text += " ..."
     return text[:MAX_SIGNATURE]
+
+
+_ACCESSORS = frozenset({"setter", "deleter", "getter"})
+
+
+def _is_accessor(name: str, decorators: list[Chain]) -> bool:
+    """`@name.setter` (`.deleter`, `.getter`) on `def name`: another accessor of property `name`."""
+    return any(len(c) == 2 and c[0] == name and c[1] in _ACCESSORS for c in decorators)
