@@ -379,3 +379,67 @@ def test_a_property_is_one_node_spanning_its_getter_setter_and_deleter(tmp_path:
 
     chunk = dict(unpack_chunk_terms(idx.facts["box.py"].chunk_terms))["box.py::Box.size"]
     assert "clamp" in chunk, "the setter's words are in the property's chunk"
+
+
+BRANCHES = '''import sys
+
+
+if sys.platform == "win32":
+    def launch(cmd):
+        return cmd
+else:
+    def launch(runner):
+        return runner.start()
+
+
+def start():
+    return 0
+
+
+class Runner:
+    def start(self):
+        return 1
+
+
+runner = Runner()
+
+
+def launch_later(job):
+    return job
+
+
+def launch_later(job, runner):
+    return runner.start()
+'''
+
+
+def test_a_def_redefined_in_another_branch_spans_both_and_its_parameters_stay_local(tmp_path: Path) -> None:
+    """The `else:` def of `launch` is the same node (it spans both branches), and its parameter
+    `runner` is a local there, not the module's `runner`: no CALLS edge to Runner.start. A
+    redefinition in another statement keeps the first span but still gets its parameters."""
+    from conftest import write_tree
+
+    write_tree(tmp_path / "ws", {"plat.py": BRANCHES})
+    idx = build_index(tmp_path / "ws", tmp_path / "cache")
+    node = idx.graph.node("plat.py::launch")
+    assert node is not None and (node.start_line, node.end_line) == (5, 9)
+    later = idx.graph.node("plat.py::launch_later")
+    assert later is not None and (later.start_line, later.end_line) == (24, 25)
+    for src in ("plat.py::launch", "plat.py::launch_later"):
+        assert not [e for e in idx.graph.out_edges(src) if e.kind == "CALLS"], src
+    assert any(e.dst == "plat.py::Runner" for e in idx.graph.out_edges("plat.py") if e.kind == "INSTANTIATES")
+
+
+def test_a_redefinition_with_other_defs_between_keeps_the_first_span(tmp_path: Path) -> None:
+    """`if`/`elif` branches each defining several functions: `root` must not span `sqrt`."""
+    from conftest import write_tree
+
+    text = ("import os\n\nif os.name == 'nt':\n    def root(x):\n        return x\nelse:\n"
+            "    def sqrt(x):\n        return x\n\n    def root(x):\n        return sqrt(x)\n")
+    write_tree(tmp_path / "ws", {"flav.py": text})
+    idx = build_index(tmp_path / "ws", tmp_path / "cache")
+    root, sqrt = idx.graph.node("flav.py::root"), idx.graph.node("flav.py::sqrt")
+    assert root is not None and sqrt is not None
+    assert (root.start_line, root.end_line) == (4, 5)
+    assert (sqrt.start_line, sqrt.end_line) == (7, 8)
+    assert [(e.dst, e.line) for e in idx.graph.out_edges("flav.py::root") if e.kind == "CALLS"] == [("flav.py::sqrt", 11)]

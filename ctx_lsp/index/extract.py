@@ -198,6 +198,11 @@ class _Visitor:
         self.unique: frozenset[str] = frozenset()  # names bound once in the top-level class being walked
         self.replay: MemberReplay | None = replay
         self.replayed: set[str] = set()  # quals whose facts `replay` copied
+        # per enclosing scope (module, then each def and class): the statement of its body being walked;
+        # and per def, that statement where it was first defined (a redefinition inside the same `if`
+        # or `try` statement extends it: `function`)
+        self.level_stmt: list[ast.stmt | None] = [None]
+        self.def_level: dict[str, ast.stmt | None] = {}
 
     # -- helpers -------------------------------------------------------------------------
     def col(self, line: int, byte_col: int) -> int:
@@ -242,6 +247,7 @@ class _Visitor:
         self.facts.doc = _first_doc_line(tree)
         module_words = self.words[0]
         for stmt in tree.body:
+            self.level_stmt[0] = stmt
             self.attempts = set()
             self.members = []
             before = len(module_words)
@@ -264,12 +270,30 @@ class _Visitor:
         for stack in (self.scope, self.scope_kind, self.local_names, self.fill_params, self.guard):
             stack.clear()
         del self.words[1:]
+        del self.level_stmt[1:]
         self.declared_global = set()
         self.docstring = None
 
     def body(self, stmts: list[ast.stmt]) -> None:
         for stmt in stmts:
             self.stmt(stmt)
+
+    def _next_def_after(self, old: Def) -> bool:
+        """Whether no def recorded so far starts past `old`'s end (its own nested defs lie within it)."""
+        for d in reversed(self.facts.defs):
+            if d.start <= old.end:
+                return True
+            if d is not old:
+                return False
+        return True
+
+    def scope_body(self, stmts: list[ast.stmt]) -> None:
+        """The body of a def or class: a scope of its own (see `level_stmt`)."""
+        self.level_stmt.append(None)
+        for stmt in stmts:
+            self.level_stmt[-1] = stmt
+            self.stmt(stmt)
+        self.level_stmt.pop()
 
     # -- statements ----------------------------------------------------------------------
     def stmt(self, node: ast.stmt) -> None:
@@ -540,7 +564,7 @@ class _Visitor:
         )
         self.attempt(qual)
         old = self.defs_by_qual.get(qual)
-        accessor_of: Def | None = None
+        extends: Def | None = None
         if old is not None and old.kind == kind and any(c[-1] == "overload" for c in old.decorators) \
                 and not any(c[-1] == "overload" for c in decorators):
             # the implementation after `@overload` stubs is what runs (and what a trace sees)
@@ -551,13 +575,19 @@ class _Visitor:
             # redefinition (e.g. under if/else): keep the first node, still visit the body for sites
             d = Def(qual=qual, kind=kind, start=start, end=end, line=node.lineno, col=d.col)
             shadow = True
-            if _is_accessor(node.name, decorators) and old.start <= start:
-                # `@name.setter` / `.deleter`: one attribute, so one node spanning all its accessors (the
-                # setter's calls are already this node's; its lines and words now are too)
+            here = self.level_stmt[-1]
+            if old.start <= start and self._next_def_after(old) and (
+                    _is_accessor(node.name, decorators)
+                    or (here is not node and here is not None and self.def_level.get(qual) is here)):
+                # `@name.setter` / `.deleter`, or the other branch of the `if`/`try` that defined it,
+                # with no other def between: one name, so one node spanning all its definitions (their
+                # calls are already this node's; their lines and words now are too). Redefinitions
+                # apart keep the first span: a node never spans a sibling.
                 old.end = max(old.end, end)
-                accessor_of = old
+                extends = old
         else:
             self.defs_by_qual[qual] = d
+            self.def_level[qual] = self.level_stmt[-1]
             self.facts.defs.append(d)
             shadow = False
         # defaults and annotations are evaluated in the enclosing scope
@@ -598,6 +628,12 @@ class _Visitor:
             # the first parameter of a method is the instance (or the class for classmethods)
             is_cls = any(c[-1] == "classmethod" for c in decorators) or all_args[0].arg == "cls"
             d.locals[all_args[0].arg] = ("<cls>",) if is_cls else ("<self>",)
+        if shadow:
+            # a redefinition's sites are the kept def's (its qualname): so are its parameters, which
+            # would otherwise read as module names there (a name the kept def binds keeps its type)
+            kept = self.defs_by_qual[qual].locals
+            for name, typ in d.locals.items():
+                kept.setdefault(name, typ)
         digest = lines_digest(self.lines, start, end) if member else ""
         entry = self.replay.get(qual, digest) if member and self.replay is not None and not shadow else None
         header_last = _header_last(node) if entry is not None else 0
@@ -607,12 +643,12 @@ class _Visitor:
         else:
             if member:
                 self.contribs = []
-            self.body(node.body)
+            self.scope_body(node.body)
             words = self.words.pop()
             if not shadow:
                 d.words = " ".join(words)
-            elif accessor_of is not None and words:
-                accessor_of.words = f"{accessor_of.words} {' '.join(words)}".strip()
+            elif extends is not None and words:
+                extends.words = f"{extends.words} {' '.join(words)}".strip()
             if member:
                 self.members.append((qual, digest, tuple(self.contribs or ()), *_body_offsets(node, start)))
                 self.contribs = None
@@ -681,7 +717,7 @@ class _Visitor:
         self.scope.append(qual)
         self.scope_kind.append("class")
         self.words.append([node.name])
-        self.body(node.body)
+        self.scope_body(node.body)
         if top:
             self.unique = frozenset()
         words = self.words.pop()
