@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctx_lsp.index.facts import FileFacts
-from ctx_lsp.index.model import symbol_id
+from ctx_lsp.index.model import python_qualname, symbol_id
 
 CO_OPTIMIZED = 0x0001  # set on function code; module and class bodies lack it
 CO_GENERATOR = 0x0020
@@ -220,6 +220,9 @@ class CodeMapper:
         self.by_line: dict[tuple[str, int, str], str] = {}
         self.spans: dict[str, list[tuple[int, int, str, str]]] = {}
         self.known: set[str] = set()
+        # a def defined again elsewhere has a node of its own, `name#2`: node id -> every node of its
+        # name, as (start, end, node id)
+        self.redefined: dict[str, list[tuple[int, int, str]]] = {}
         for path, f in facts.items():
             spans = []
             for d in f.defs:
@@ -228,6 +231,8 @@ class CodeMapper:
                 name = d.qual.rsplit(".", 1)[-1]
                 nid = symbol_id(path, d.qual)
                 self.known.add(nid)
+                if "#" in d.qual:
+                    self.redefined.setdefault(symbol_id(path, python_qualname(d.qual)), []).append((d.start, d.end, nid))
                 self.by_start.setdefault((path, d.start, name), nid)
                 self.by_line.setdefault((path, d.line, name), nid)
                 if d.kind != "class":
@@ -238,9 +243,10 @@ class CodeMapper:
         """The node id a code object belongs to; None for module/class bodies and unknown code.
 
         The qualified name decides first (`outer.<locals>.inner` is our `outer.inner`; a lambda or a
-        comprehension belongs to the def holding it), so overloads and redefinitions, whose later
-        bodies the graph folds into the first def of that name, still map to that node. Lines are the
-        fallback (code without a usable qualname).
+        comprehension belongs to the def holding it), so overloads, property setters and other
+        branches, whose bodies the graph folds into the first def of that name, still map to that node;
+        a redefinition with a node of its own (`name#2`) is the one whose lines hold the code's first
+        line. Lines are the fallback (code without a usable qualname).
         """
         if key.path not in self.facts or not key.is_function:
             return None
@@ -251,7 +257,8 @@ class CodeMapper:
             if parts:
                 nid = symbol_id(key.path, ".".join(parts))
                 if nid in self.known:
-                    return nid
+                    return next((other for start, end, other in self.redefined.get(nid, ())
+                                 if start <= key.first_line <= end), nid)
         if key.name in SYNTHETIC:
             return self.innermost(key.path, key.first_line)
         found = self.by_start.get((key.path, key.first_line, key.name))

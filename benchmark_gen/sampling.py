@@ -38,8 +38,8 @@ def is_test_code(index: WorkspaceIndex, n: Node) -> bool:
 
 
 def trivial(index: WorkspaceIndex, n: Node, allow_tests: bool = False) -> bool:
-    if n.qualname is None or is_dunder(n.name):
-        return True
+    if n.qualname is None or is_dunder(n.name) or "#" in n.qualname:
+        return True  # (`name#2`, a def defined again: no name a question could use for it alone)
     if n.end_line - n.start_line + 1 < MIN_LINES and n.kind != "variable":
         return True
     return not allow_tests and is_test_code(index, n)

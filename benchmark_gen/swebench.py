@@ -28,6 +28,7 @@ from benchmark_gen.swebench_baselines import BaselineCorpus, chunk_lines, is_swe
 from benchmark_gen.swebench_gold import gold_functions, parse_patch
 from benchmark_gen.swebench_layout import GitError, LayoutReport, TreeLayout, commit_time
 from benchmark_gen.swebench_report import aggregate, markdown
+from ctx_lsp.index.model import python_qualname
 
 SCHEMA = "ctx-lsp-swebench/1"
 DEFAULT_WORK = Path("~/.cache/ctx-lsp-swebench/work")
@@ -110,7 +111,8 @@ def engine_rankings(pack: dict[str, Any]) -> tuple[list[str], list[str]]:
     else:
         files = [i["path"] for i in items]
     ranked = pack["symbols"] if isinstance(pack.get("symbols"), list) else items
-    funcs = [f"{i['path']}::{i['symbol']}" for i in ranked if i.get("symbol") is not None]
+    # gold functions are Python's qualnames: a redefinition's node `name#2` is `name` there
+    funcs = [f"{i['path']}::{python_qualname(i['symbol'])}" for i in ranked if i.get("symbol") is not None]
     return _dedupe(files), _dedupe(funcs)
 
 

@@ -312,6 +312,7 @@ def test_overload_stubs_give_way_to_the_implementation(index: WorkspaceIndex) ->
     assert node is not None
     line = (ROOT / "app/commands.py").read_text().splitlines()[node.start_line - 1]
     assert line == "def pick(x):", "the node spans the implementation, not the first @overload stub"
+    assert index.graph.node(C + "pick#2") is None, "the other stubs are no nodes of their own"
 
 
 def test_setting_a_store_to_the_edges_it_holds_leaves_the_graph_or_puts_its_own_edge_back() -> None:
@@ -416,7 +417,8 @@ def launch_later(job, runner):
 def test_a_def_redefined_in_another_branch_spans_both_and_its_parameters_stay_local(tmp_path: Path) -> None:
     """The `else:` def of `launch` is the same node (it spans both branches), and its parameter
     `runner` is a local there, not the module's `runner`: no CALLS edge to Runner.start. A
-    redefinition in another statement keeps the first span but still gets its parameters."""
+    redefinition in another statement is a node of its own, `launch_later#2`, with its own
+    parameters."""
     from conftest import write_tree
 
     write_tree(tmp_path / "ws", {"plat.py": BRANCHES})
@@ -425,13 +427,17 @@ def test_a_def_redefined_in_another_branch_spans_both_and_its_parameters_stay_lo
     assert node is not None and (node.start_line, node.end_line) == (5, 9)
     later = idx.graph.node("plat.py::launch_later")
     assert later is not None and (later.start_line, later.end_line) == (24, 25)
-    for src in ("plat.py::launch", "plat.py::launch_later"):
+    again = idx.graph.node("plat.py::launch_later#2")
+    assert again is not None and (again.start_line, again.end_line) == (28, 29)
+    assert again.signature == "def launch_later(job, runner)"
+    for src in ("plat.py::launch", "plat.py::launch_later", "plat.py::launch_later#2"):
         assert not [e for e in idx.graph.out_edges(src) if e.kind == "CALLS"], src
     assert any(e.dst == "plat.py::Runner" for e in idx.graph.out_edges("plat.py") if e.kind == "INSTANTIATES")
 
 
-def test_a_redefinition_with_other_defs_between_keeps_the_first_span(tmp_path: Path) -> None:
-    """`if`/`elif` branches each defining several functions: `root` must not span `sqrt`."""
+def test_a_redefinition_with_other_defs_between_is_a_node_of_its_own(tmp_path: Path) -> None:
+    """`if`/`elif` branches each defining several functions: `root` must not span `sqrt`, so the
+    second `root` is `root#2`, and its call comes from it."""
     from conftest import write_tree
 
     text = ("import os\n\nif os.name == 'nt':\n    def root(x):\n        return x\nelse:\n"
@@ -442,4 +448,28 @@ def test_a_redefinition_with_other_defs_between_keeps_the_first_span(tmp_path: P
     assert root is not None and sqrt is not None
     assert (root.start_line, root.end_line) == (4, 5)
     assert (sqrt.start_line, sqrt.end_line) == (7, 8)
-    assert [(e.dst, e.line) for e in idx.graph.out_edges("flav.py::root") if e.kind == "CALLS"] == [("flav.py::sqrt", 11)]
+    again = idx.graph.node("flav.py::root#2")
+    assert again is not None and (again.start_line, again.end_line) == (10, 11)
+    assert not [e for e in idx.graph.out_edges("flav.py::root") if e.kind == "CALLS"]
+    assert [(e.dst, e.line) for e in idx.graph.out_edges("flav.py::root#2") if e.kind == "CALLS"] == [("flav.py::sqrt", 11)]
+
+
+def test_a_redefinition_of_its_own_gets_its_flows_and_a_class_is_never_extended_by_a_def(tmp_path: Path) -> None:
+    """`wrapper` is a class in one branch and a def in the other: two nodes, and the call of the
+    callback that flows into the def (`wrapped(*args)`) comes from `deco.wrapper#2`, whose lines
+    hold it."""
+    from conftest import write_tree
+
+    text = ("def deco(wrapped):\n    if hasattr(wrapped, '__mro__'):\n        class wrapper(wrapped):\n"
+            "            pass\n    else:\n        def wrapper(*args):\n            return wrapped(*args)\n"
+            "    return wrapper\n\n\n@deco\ndef target():\n    return 1\n")
+    write_tree(tmp_path / "ws", {"deco.py": text})
+    idx = build_index(tmp_path / "ws", tmp_path / "cache")
+    cls, fn = idx.graph.node("deco.py::deco.wrapper"), idx.graph.node("deco.py::deco.wrapper#2")
+    assert cls is not None and fn is not None
+    assert (cls.kind, cls.start_line, cls.end_line) == ("class", 3, 4)
+    assert (fn.kind, fn.start_line, fn.end_line) == ("function", 6, 7)
+    assert fn.name == "wrapper", "the name as written (editors show it; `#2` is in the qualname only)"
+    assert [(e.dst, e.line, e.resolver) for e in idx.graph.out_edges(fn.id) if e.kind == "CALLS"] \
+        == [("deco.py::target", 7, "ast-flow")]
+    assert not [e for e in idx.graph.out_edges(cls.id) if e.kind == "CALLS"]

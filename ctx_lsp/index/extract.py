@@ -44,6 +44,7 @@ from ctx_lsp.index.facts import (
     split_lines,
 )
 from ctx_lsp.index.flowfacts import FlowWalk, walk_flows
+from ctx_lsp.index.model import python_qualname
 from ctx_lsp.index.parse import parse_tolerant, parso_defs
 
 
@@ -94,13 +95,39 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
         visitor = _Visitor(facts, lines)
         visitor.run(tree)
         walk = walk_flows(tree, visitor.col)
-        facts.flows = walk.flows
+        facts.flows = own_flows(walk.flows, facts.defs)
         if not facts.errors and not walk.gave_up:
             facts.tops = with_stored(visitor.statements, walk)
     facts.words = file_words(path, facts.words)
     facts.terms = _file_terms(text)
     facts.chunk_terms = chunk_term_counts(facts)
     return facts
+
+
+def own_flows(flows: list[Any], defs: list[Def]) -> list[Any]:
+    """`flows` with each one's scope (and a decorator flow's decorated def) named as extraction names
+    it: a def defined again elsewhere is `name#2` (`_Visitor.function`), the flow walk knows only
+    `name`; the def of that name whose lines hold the flow is its scope."""
+    spans: dict[str, list[tuple[int, int, str]]] = {}
+    for d in defs:
+        if "#" in d.qual:
+            spans.setdefault(python_qualname(d.qual), []).append((d.start, d.end, d.qual))
+    if not spans:
+        return flows
+    for d in defs:
+        if d.qual in spans:
+            spans[d.qual].append((d.start, d.end, d.qual))
+
+    def named(qual: str, line: int) -> str:
+        found = [(end - start, q) for start, end, q in spans.get(qual, ()) if start <= line <= end]
+        return min(found)[1] if found else qual
+
+    out = []
+    for f in flows:
+        qual, kind, line = f[0], f[1], f[2]
+        name = named(f[5], line) if kind == "decor" else f[5]
+        out.append((named(qual, line), kind, line, *f[3:5], name, *f[6:]))
+    return out
 
 
 def with_stored(statements: list[Any], walk: FlowWalk) -> list[Any]:
@@ -203,6 +230,7 @@ class _Visitor:
         # or `try` statement extends it: `function`)
         self.level_stmt: list[ast.stmt | None] = [None]
         self.def_level: dict[str, ast.stmt | None] = {}
+        self.redefined: dict[str, int] = {}  # qual -> how many defs with a node of their own bear it
 
     # -- helpers -------------------------------------------------------------------------
     def col(self, line: int, byte_col: int) -> int:
@@ -277,6 +305,22 @@ class _Visitor:
     def body(self, stmts: list[ast.stmt]) -> None:
         for stmt in stmts:
             self.stmt(stmt)
+
+    def _extends(self, old: Def, node: ast.FunctionDef | ast.AsyncFunctionDef, decorators: list[Chain],
+                 qual: str) -> bool:
+        # (the first def's node stands for it: see `function`)
+        """Whether redefining `old` by `node` extends it: a property's accessor, or another branch of
+        the statement that first defined it, with no other def between (a node never spans a sibling)."""
+        here = self.level_stmt[-1]
+        return old.start <= first_line(node) and self._next_def_after(old) and (
+            _is_accessor(node.name, decorators)
+            or (here is not node and here is not None and self.def_level.get(qual) is here))
+
+    def _next_qual(self, qual: str) -> str:
+        """`qual#2`, `qual#3`, ...: the qualname of a redefinition with a node of its own."""
+        n = self.redefined.get(qual, 1) + 1
+        self.redefined[qual] = n
+        return f"{qual}#{n}"
 
     def _next_def_after(self, old: Def) -> bool:
         """Whether no def recorded so far starts past `old`'s end (its own nested defs lie within it)."""
@@ -508,13 +552,12 @@ class _Visitor:
             return
         self.expr(node)
 
-    def decorators(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[Chain]:
+    def decorators(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, qual: str) -> list[Chain]:
         """Decorators are calls made on behalf of the decorated def: their sites belong to it. Inside a
         function they are also calls that function makes when it runs the `def` statement (a test
         defining `@app.route("/")` views calls route and the decorator route returns): the calls are
         sited under it too."""
         out: list[Chain] = []
-        qual = f"{self.qual()}.{node.name}" if self.scope else node.name
         runner = self.qual() if self.scope and self.scope_kind[-1] == "function" else None
         for dec in node.decorator_list:
             chain = chain_of(dec)
@@ -543,13 +586,24 @@ class _Visitor:
         # a function member of a top-level class whose name no other member binds: its facts depend on
         # its own text only (with the class's name), so they can be recorded and replayed
         member = len(self.scope) == 1 and self.scope_kind[0] == "class" and node.name in self.unique
-        decorators = self.decorators(node)
         parent_kind = self.scope_kind[-1] if self.scope_kind else "module"
         qual = f"{self.qual()}.{node.name}" if self.scope else node.name
-        self.bind_local(node.name)
         kind = "method" if parent_kind == "class" else "function"
         if node.name.startswith("test") and self.facts.is_test_file:
             kind = "test"
+        old = self.defs_by_qual.get(qual)
+        chains = [c for c in map(chain_of, node.decorator_list) if c]
+        stub = any(c[-1] == "overload" for c in chains)
+        implements = old is not None and old.kind == kind and not stub and any(c[-1] == "overload" for c in old.decorators)
+        extending = old is not None and not implements and old.kind == kind and self._extends(old, node, chains, qual)
+        # a redefinition the first def stands for: another `@overload` stub, an accessor or other branch
+        # extending it (`_extends`); any other has a node of its own, `name#2` (`@singledispatch`
+        # registrations named `_`, a test class redefined, a def replacing a variable), so its calls
+        # (those of its decorators too) come from the lines it spans
+        shadow = old is not None and not implements and (stub or extending)
+        own = old is not None and not implements and not shadow
+        decorators = self.decorators(node, self._next_qual(qual) if own else qual)
+        self.bind_local(node.name)
         start = first_line(node)
         end = node.end_lineno or node.lineno
         header_end = node.body[0].lineno - 1 if node.body else node.lineno
@@ -563,29 +617,23 @@ class _Visitor:
             call_returns=callable_result(node.returns),
         )
         self.attempt(qual)
-        old = self.defs_by_qual.get(qual)
         extends: Def | None = None
-        if old is not None and old.kind == kind and any(c[-1] == "overload" for c in old.decorators) \
-                and not any(c[-1] == "overload" for c in decorators):
+        if implements:
             # the implementation after `@overload` stubs is what runs (and what a trace sees)
+            assert old is not None
             self.facts.defs[self.facts.defs.index(old)] = d
             self.defs_by_qual[qual] = d
-            shadow = False
-        elif old is not None:
-            # redefinition (e.g. under if/else): keep the first node, still visit the body for sites
+        elif shadow:
+            # visit its body for sites, filed under the first def
+            assert old is not None
             d = Def(qual=qual, kind=kind, start=start, end=end, line=node.lineno, col=d.col)
-            shadow = True
-            here = self.level_stmt[-1]
-            if old.start <= start and self._next_def_after(old) and (
-                    _is_accessor(node.name, decorators)
-                    or (here is not node and here is not None and self.def_level.get(qual) is here)):
-                # `@name.setter` / `.deleter`, or the other branch of the `if`/`try` that defined it,
-                # with no other def between: one name, so one node spanning all its definitions (their
-                # calls are already this node's; their lines and words now are too). Redefinitions
-                # apart keep the first span: a node never spans a sibling.
+            if extending:
+                # one name, so one node spanning all its definitions (their lines and words too)
                 old.end = max(old.end, end)
                 extends = old
         else:
+            if own:
+                qual = d.qual = f"{qual}#{self.redefined[qual]}"
             self.defs_by_qual[qual] = d
             self.def_level[qual] = self.level_stmt[-1]
             self.facts.defs.append(d)
@@ -681,7 +729,10 @@ class _Visitor:
         self.replayed.add(qual)
 
     def klass(self, node: ast.ClassDef) -> None:
-        decorators = self.decorators(node)
+        qual = f"{self.qual()}.{node.name}" if self.scope else node.name
+        if qual in self.defs_by_qual:
+            qual = self._next_qual(qual)  # a class defined again: a node of its own (see `function`)
+        decorators = self.decorators(node, qual)
         bases: list[Chain] = []
         for base in node.bases:
             chain = chain_of(base if not isinstance(base, ast.Subscript) else base.value)
@@ -693,7 +744,6 @@ class _Visitor:
                 self.expr(base)
         for kw in node.keywords:
             self.expr(kw.value)
-        qual = f"{self.qual()}.{node.name}" if self.scope else node.name
         self.bind_local(node.name)
         start = first_line(node)
         end = node.end_lineno or node.lineno
@@ -704,13 +754,9 @@ class _Visitor:
             signature=_signature(self.lines, node.lineno, max(header_end, node.lineno)),
             doc=_first_doc_line(node), bases=bases, decorators=decorators,
         )
-        self.attempt(qual)
-        shadow = qual in self.defs_by_qual
-        if not shadow:
-            self.defs_by_qual[qual] = d
-            self.facts.defs.append(d)
-        else:
-            d = self.defs_by_qual[qual]
+        self.attempt(qual.partition("#")[0])
+        self.defs_by_qual[qual] = d
+        self.facts.defs.append(d)
         top = not self.scope
         if top:
             self.unique = _bound_once(node.body)
@@ -720,9 +766,7 @@ class _Visitor:
         self.scope_body(node.body)
         if top:
             self.unique = frozenset()
-        words = self.words.pop()
-        if not shadow:
-            d.words = " ".join(words)
+        d.words = " ".join(self.words.pop())
         self.scope_kind.pop()
         self.scope.pop()
 
@@ -946,6 +990,7 @@ def _one_line(lines: list[str], start: int, end: int) -> str:
 
 
 _ACCESSORS = frozenset({"setter", "deleter", "getter"})
+_DEF_KINDS = frozenset({"function", "method", "test", "class"})
 
 
 def _is_accessor(name: str, decorators: list[Chain]) -> bool:

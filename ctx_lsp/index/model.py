@@ -6,6 +6,7 @@ Paths are workspace-relative POSIX strings.
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import NamedTuple
 
@@ -50,6 +51,15 @@ def symbol_id(path: str, qualname: str) -> str:
     return f"{path}::{qualname}"
 
 
+_ORDINAL = re.compile(r"#\d+")
+
+
+def python_qualname(qualname: str) -> str:
+    """A qualname as Python's `__qualname__` has it: a def defined again apart from the first has a
+    node of its own named `name#2`, `name#3` (index/extract.py), Python names them all `name`."""
+    return _ORDINAL.sub("", qualname) if "#" in qualname else qualname
+
+
 def split_id(node_id: str) -> tuple[str, str | None]:
     """(path, qualname or None for a file node)."""
     path, sep, qual = node_id.partition("::")
@@ -70,7 +80,7 @@ class Node(NamedTuple):  # a tuple, as Edge: ~60k per Django index, rebuilt on e
     def name(self) -> str:
         if self.qualname is None:
             return self.path.rsplit("/", 1)[-1]
-        return self.qualname.rsplit(".", 1)[-1]
+        return python_qualname(self.qualname).rsplit(".", 1)[-1]  # as written in the code: `_`, not `_#2`
 
 
 class Edge(NamedTuple):

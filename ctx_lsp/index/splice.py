@@ -27,7 +27,7 @@ from operator import attrgetter
 from typing import Any, TypeVar
 
 from ctx_lsp.index.chunk_terms import chunk_texts
-from ctx_lsp.index.extract import MAX_LITERALS, MemberReplay, _Visitor, with_stored
+from ctx_lsp.index.extract import MAX_LITERALS, MemberReplay, _Visitor, own_flows, with_stored
 from ctx_lsp.index.facts import (
     UNPARSABLE,
     Def,
@@ -111,7 +111,7 @@ def _walk_part(path: str, is_test: bool, lines: list[str], first: int, count: in
                 members[start] = replay.flows(d.qual, digest, start)
             flow_replay = FlowReplay(members, replay.class_stored({m[0] for m in members.values()}))
         walk = walk_flows(tree, visitor.col, flow_replay)
-        facts.flows = walk.flows
+        facts.flows = own_flows(walk.flows, facts.defs)
     except (RecursionError, MemoryError):
         return None
     if facts.errors or walk.gave_up:
