@@ -384,6 +384,35 @@ def test_disk_changes_refresh_and_warm_start_equal_scratch_build(ops: list[tuple
 # Regressions the generator found, pinned as plain examples: (files, path to change, new text or None = delete)
 A_PY = ("class A:\n    def run(self): pass\n\n\nclass B:\n    def run(self): pass\n\n\n"
         "def helper():\n    return A()\n\n\ndef get():\n    return helper()\n")
+REDEF_PY = """from functools import singledispatch
+
+from pkg.a import A, B
+
+
+@singledispatch
+def handle(x):
+    return x
+
+
+@handle.register(int)
+def _(x):
+    return A().run()
+
+
+@handle.register(str)
+def _(x):
+    return B()
+
+
+class Box:
+    @property
+    def v(self):
+        return self._v
+
+    @v.setter
+    def v(self, value):
+        self._v = A().run()
+"""
 # a registry storing callbacks, and a module registering one (callback flow, flow.py)
 REG_PY = ("class Registry:\n    def __init__(self):\n        self.hooks = []\n\n"
           "    def hook(self, fn):\n        self.hooks.append(fn)\n\n"
@@ -504,12 +533,26 @@ REGRESSIONS = {
         {"pkg/__init__.py": "", "pkg/kw.py": KW_PY, "pkg/u.py": KW_USE_PY},
         "pkg/kw.py", KW_PY.replace("return Param(**attrs)", "return Param()"),
     ),
+    # redefinitions: a registration inserted before others renumbers `_#2`, `_#3` (a name two
+    # statements define: the whole file is extracted again)
+    "redefinition-inserted-before-others": (
+        {"pkg/__init__.py": "", "pkg/a.py": A_PY, "pkg/reg.py": REDEF_PY},
+        "pkg/reg.py", REDEF_PY.replace("@handle.register(int)", "@handle.register(float)\ndef _(x):\n"
+                                       "    return B().run()\n\n\n@handle.register(int)"),
+    ),
+    # a setter's body edited inside its class (one statement: spliced)
+    "property-setter-edited": (
+        {"pkg/__init__.py": "", "pkg/a.py": A_PY, "pkg/reg.py": REDEF_PY},
+        "pkg/reg.py", REDEF_PY.replace("self._v = A().run()", "self._v = B().run()"),
+    ),
     "star-all-narrowed": (
         {"pkg/__init__.py": "", "pkg/a.py": A_PY + "\n__all__ = ['A', 'B']\n", "pkg/s.py": "from pkg.a import *\n",
          "pkg/t.py": "from pkg.s import B\n\n\ndef go():\n    B().run()\n"},
         "pkg/a.py", A_PY + "\n__all__ = ['A']\n",
     ),
 }
+
+
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
