@@ -473,3 +473,54 @@ def test_a_redefinition_of_its_own_gets_its_flows_and_a_class_is_never_extended_
     assert [(e.dst, e.line, e.resolver) for e in idx.graph.out_edges(fn.id) if e.kind == "CALLS"] \
         == [("deco.py::target", 7, "ast-flow")]
     assert not [e for e in idx.graph.out_edges(cls.id) if e.kind == "CALLS"]
+
+
+REDEFINED = '''from functools import singledispatch
+
+from box import Box
+
+
+@singledispatch
+def show(x):
+    return str(x)
+
+
+@show.register(int)
+def _(x):
+    return Box()
+
+
+class Report:
+    def render(self):
+        return show(1)
+
+
+@show.register(list)
+def _(x):
+    return [show(i) for i in x]
+
+
+class Report(Report):
+    def render(self):
+        return Box().size
+'''
+
+
+def test_every_edge_of_a_def_is_sited_in_its_lines(index: WorkspaceIndex, tmp_path: Path) -> None:
+    """The site of an edge a def or class makes lies in that def's lines: on the fixture
+    (decorators, factories, overloads) and on redefinitions (`_` registrations, a class redefined,
+    a property's accessors, defs in branches)."""
+    from conftest import write_tree
+
+    write_tree(tmp_path / "ws", {"box.py": PROPERTY, "redef.py": REDEFINED, "plat.py": BRANCHES})
+    redefined = build_index(tmp_path / "ws", tmp_path / "cache")
+    assert redefined.graph.node("redef.py::_#2") is not None and redefined.graph.node("redef.py::Report#2") is not None
+    for idx in (index, redefined):
+        outside = []
+        for node in idx.graph.nodes():
+            if node.qualname is None or node.kind == "commit":
+                continue
+            for e in idx.graph.out_edges(node.id):
+                if e.kind != "CONTAINS" and not node.start_line <= e.line <= node.end_line:
+                    outside.append((node.id, node.start_line, node.end_line, e.kind, e.dst, e.line))
+        assert not outside
