@@ -308,7 +308,6 @@ class _Visitor:
 
     def _extends(self, old: Def, node: ast.FunctionDef | ast.AsyncFunctionDef, decorators: list[Chain],
                  qual: str) -> bool:
-        # (the first def's node stands for it: see `function`)
         """Whether redefining `old` by `node` extends it: a property's accessor, or another branch of
         the statement that first defined it, with no other def between (a node never spans a sibling)."""
         here = self.level_stmt[-1]
@@ -637,7 +636,6 @@ class _Visitor:
             self.defs_by_qual[qual] = d
             self.def_level[qual] = self.level_stmt[-1]
             self.facts.defs.append(d)
-            shadow = False
         # defaults and annotations are evaluated in the enclosing scope
         args = node.args
         for default in list(args.defaults) + [x for x in args.kw_defaults if x is not None]:
