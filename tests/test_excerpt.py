@@ -217,7 +217,8 @@ def test_the_first_pass_leaves_the_leading_files_room(tmp_path: Path, monkeypatc
     line = next(i for i, s in enumerate(src, 1) if s.startswith("if LIMIT_3"))
 
     def module_lines() -> list[tuple[int, int]]:
-        items = packing.pack(ranked, e.graph, r.source_lines, 3000, focus=focus, files=[("shop/render.py", 1.0)])
+        items = packing.pack(ranked, e.graph, r.source_lines, 3000, focus=focus,
+                             files=[("shop/render.py", 1.0), ("shop/helpers.py", 0.9)])
         assert sum(i.tokens for i in items) <= 3000
         return next((i.shown or [] for i in items if i.node.id == "shop/render.py"), [])
 
@@ -300,3 +301,22 @@ def test_line_scores_do_not_depend_on_the_process_string_hashing() -> None:
                              env={**os.environ, "PYTHONHASHSEED": seed})
         got.add(out.stdout.strip())
     assert len(got) == 1, got
+
+
+def test_a_task_places_low_ranked_candidates_only_from_its_leading_files(tmp_path: Path) -> None:
+    """Past the first FULL_RANKS candidates, a task's pack leaves out those of files outside the
+    first TASK_FILES of its file ranking; a short question's pack (no focus) keeps them."""
+    from ctx_lsp.retrieval.pack import FULL_RANKS, pack
+
+    e, focus, ranked = _crowded(tmp_path)
+    r = e.retriever
+
+    def helpers(files: list[tuple[str, float]] | None, with_focus: bool) -> set[int]:
+        items = pack(ranked, e.graph, r.source_lines, 3000, focus=focus if with_focus else None, files=files)
+        return {int(i.node.id.rpartition("_")[2]) for i in items
+                if i.node.path == "shop/helpers.py" and i.node.qualname is not None}
+
+    far = helpers([("shop/render.py", 1.0)], True)
+    assert far and max(far) < FULL_RANKS
+    assert max(helpers([("shop/render.py", 1.0), ("shop/helpers.py", 0.5)], True)) >= FULL_RANKS
+    assert max(helpers(None, False)) >= FULL_RANKS

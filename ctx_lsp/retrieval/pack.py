@@ -27,6 +27,7 @@ MODULE_HEAD = 40  # a module's full text is its first lines (imports, docstring,
 LEADING_FILES = 3  # task text: the files whose matching lines the pack shows even when no item reached them
 RESERVE_SHARE = 0.25  # task text: the share of the budget the first pass leaves for the leading files' lines
 EXCERPT_SHARE = 0.15  # an excerpt of a long symbol or file takes at most this share of the budget
+TASK_FILES = 10  # task text: past the first FULL_RANKS candidates, only those of this many leading files are placed
 LEADING_SYMBOLS = 10  # task text: the symbol ranking's first functions, shown when no item shows them
 _SHOWN_KINDS = ("function", "method", "test")
 
@@ -151,11 +152,17 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
     leading = {p for p, _ in (files or [])[:LEADING_FILES]} if focus is not None else set()
     # task text: part of the budget waits for the leading files' matching lines (_fill)
     room = budget - int(RESERVE_SHARE * budget) if leading else budget
+    # task text: a low-ranked candidate of a file far down the file ranking (a word it shares with the
+    # task, a method named like a snippet's call) is a signature the reader skips: its tokens go to
+    # the leading files instead
+    near = {p for p, _ in (files or [])[:TASK_FILES]} if focus is not None and files else None
     for rank, cand in enumerate(ranked[: MAX_ITEMS * 2]):
         if cand.score < CUT_RATIO * top or len(items) >= MAX_ITEMS:
             break
         node = graph.node(cand.node_id)
         if node is None:
+            continue
+        if near is not None and rank >= FULL_RANKS and node.kind != "commit" and node.path not in near:
             continue
         container = next((it for it in items if it.detail == "full" and it.node.path == node.path and node.kind != "commit"
                           and it.node.start_line <= node.start_line and node.end_line <= it.node.end_line
