@@ -514,7 +514,9 @@ def test_every_edge_of_a_def_is_sited_in_its_lines(index: WorkspaceIndex, tmp_pa
 
     write_tree(tmp_path / "ws", {"box.py": PROPERTY, "redef.py": REDEFINED, "plat.py": BRANCHES})
     redefined = build_index(tmp_path / "ws", tmp_path / "cache")
-    assert redefined.graph.node("redef.py::_#2") is not None and redefined.graph.node("redef.py::Report#2") is not None
+    second = redefined.graph.node("redef.py::_#2")
+    assert second is not None and redefined.graph.node("redef.py::Report#2") is not None
+    assert second.signature == "@show.register(list) def _(x)", "its decorator says which `_` it is"
     for idx in (index, redefined):
         outside = []
         for node in idx.graph.nodes():

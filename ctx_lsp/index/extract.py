@@ -611,7 +611,9 @@ class _Visitor:
         d = Def(
             qual=qual, kind=kind, start=start, end=end, line=node.lineno,
             col=self.col(node.lineno, node.col_offset) + (6 if isinstance(node, ast.AsyncFunctionDef) else 0) + 4,
-            signature=_signature(self.lines, node.lineno, header_end),
+            # a redefinition with a node of its own reads with its decorators (`@handle.register(int)
+            # def _(x)`): its name alone does not say which it is
+            signature=_signature(self.lines, start if own else node.lineno, header_end),
             doc=_first_doc_line(node), decorators=decorators, returns=type_chain(node.returns),
             call_returns=callable_result(node.returns),
         )
