@@ -591,10 +591,12 @@ class _Visitor:
         if node.name.startswith("test") and self.facts.is_test_file:
             kind = "test"
         old = self.defs_by_qual.get(qual)
-        chains = [c for c in map(chain_of, node.decorator_list) if c]
-        stub = any(c[-1] == "overload" for c in chains)
-        implements = old is not None and old.kind == kind and not stub and any(c[-1] == "overload" for c in old.decorators)
-        extending = old is not None and not implements and old.kind == kind and self._extends(old, node, chains, qual)
+        stub = implements = extending = False
+        if old is not None:  # a redefinition (rare): its decorators' chains decide which kind
+            chains = [c for c in map(chain_of, node.decorator_list) if c]
+            stub = any(c[-1] == "overload" for c in chains)
+            implements = old.kind == kind and not stub and any(c[-1] == "overload" for c in old.decorators)
+            extending = not implements and old.kind == kind and self._extends(old, node, chains, qual)
         # a redefinition the first def stands for: another `@overload` stub, an accessor or other branch
         # extending it (`_extends`); any other has a node of its own, `name#2` (`@singledispatch`
         # registrations named `_`, a test class redefined, a def replacing a variable), so its calls
