@@ -229,6 +229,31 @@ def test_auto_mode_starts_a_daemon_and_a_dead_one_is_replaced(ws: Ws) -> None:
     assert code == 0 and again["pid"] != info["pid"]
 
 
+def test_a_module_at_the_workspace_root_does_not_shadow_the_daemons_own_imports(ws: Ws) -> None:
+    # the daemon runs in the workspace root: a project's own json.py must not replace the standard one
+    (ws.root / "json.py").write_text("raise SystemExit('a project module named json')\n")
+    start(ws)
+    p = run("context", "--json", *ws.common, "who calls apply_discount")
+    assert p.returncode == 0, p.stderr
+    assert run("daemon", "status", "--json", *ws.common).returncode == 0
+    assert json.loads(run("daemon", "status", "--json", *ws.common).stdout)["requests"] == 1
+
+
+def test_a_daemon_that_dies_while_starting_is_reported_at_once_with_its_log(ws: Ws, tmp_path: Path) -> None:
+    # a broken installation: the spawned interpreter fails before the daemon listens
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'ModuleNotFoundError: no ctx_lsp here' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    code = ("import sys; from pathlib import Path; from ctx_lsp.daemon import client as c; "
+            f"sys.executable = {str(fake)!r}; "
+            f"ident = c.identity(Path({str(ws.root)!r}), Path({str(ws.cache)!r}), (), ()); "
+            "c.ensure(ident, start=True, wait_s=30)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0
+    # reported as soon as it exits, not as a daemon still loading when the wait runs out
+    assert "DaemonRefused: it exited with status 3: ModuleNotFoundError: no ctx_lsp here" in p.stderr, p.stderr
+
+
 def test_a_daemon_with_another_file_filter_is_not_used(ws: Ws) -> None:
     start(ws, "--exclude", "shop/**")
     code, info = ws.status()

@@ -150,10 +150,15 @@ def matches(info: dict[str, Any], ident: dict[str, Any]) -> bool:
     return all(info.get(k) == v for k, v in ident.items())
 
 
-def _spawn(ident: dict[str, Any], idle_timeout: float | None, watch: bool = True) -> None:
+# `python -m` would put the working directory (the workspace root) first on sys.path, so a project's own
+# `json.py` or `token.py` would shadow the standard library in the daemon; `-P` needs Python 3.11.
+_ENTRY = "import sys; sys.path[:] = [p for p in sys.path if p]; from ctx_lsp.cli import main; raise SystemExit(main())"
+
+
+def _spawn(ident: dict[str, Any], idle_timeout: float | None, watch: bool = True) -> subprocess.Popen[bytes]:
     cache_dir = Path(ident["cache_dir"])
     cache_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "ctx_lsp", "daemon", "run", "--root", ident["root"], "--cache-dir", ident["cache_dir"]]
+    cmd = [sys.executable, "-c", _ENTRY, "daemon", "run", "--root", ident["root"], "--cache-dir", ident["cache_dir"]]
     for g in ident["include"]:
         cmd += ["--include", g]
     for g in ident["exclude"]:
@@ -166,8 +171,21 @@ def _spawn(ident: dict[str, Any], idle_timeout: float | None, watch: bool = True
         # a call from a git hook may start it: it must not keep the variables that git command set
         from ctx_lsp.index.git_activity import outliving_git  # os and time only: the fast path stays light
 
-        subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True,
-                         close_fds=True, cwd=ident["root"], env=outliving_git())
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True,
+                                close_fds=True, cwd=ident["root"], env=outliving_git())
+
+
+def _died(proc: subprocess.Popen[bytes] | None, cache_dir: Path) -> str | None:
+    """Why the daemon this caller spawned is gone (its exit status and the last line of its log), or
+    None while it runs: a daemon that cannot even start must not be waited for until the timeout."""
+    if proc is None or proc.poll() is None:
+        return None
+    try:
+        lines = (cache_dir / LOG_NAME).read_text(errors="replace").strip().splitlines()
+    except OSError:
+        lines = []
+    last = lines[-1].strip() if lines else "no output"
+    return f"it exited with status {proc.returncode}: {last}"
 
 
 def ensure(ident: dict[str, Any], start: bool, idle_timeout: float | None = None,
@@ -195,10 +213,11 @@ def ensure(ident: dict[str, Any], start: bool, idle_timeout: float | None = None
             pass
         _wait_gone(sock, 10.0)
         info = None
+    proc = None
     if info is None:
         if not start:
             raise DaemonUnavailable("no daemon running")
-        _start_locked(ident, idle_timeout, watch)
+        proc = _start_locked(ident, idle_timeout, watch)
         if notify is not None:
             notify("starting the ctx-lsp daemon (the index loads once; later calls reuse it)")
     deadline = time.monotonic() + wait_s
@@ -206,6 +225,8 @@ def ensure(ident: dict[str, Any], start: bool, idle_timeout: float | None = None
         try:
             info = hello(cache_dir)
         except DaemonUnavailable:  # not listening yet
+            if (why := _died(proc, cache_dir)) is not None:
+                raise DaemonRefused(why) from None
             time.sleep(0.05)
             continue
         if not matches(info, ident):
@@ -218,8 +239,10 @@ def ensure(ident: dict[str, Any], start: bool, idle_timeout: float | None = None
     raise DaemonUnavailable("daemon did not become ready in time")
 
 
-def _start_locked(ident: dict[str, Any], idle_timeout: float | None, watch: bool = True) -> None:
-    """Spawn a daemon unless another caller is starting one right now (an exclusive lock file)."""
+def _start_locked(ident: dict[str, Any], idle_timeout: float | None,
+                  watch: bool = True) -> subprocess.Popen[bytes] | None:
+    """Spawn a daemon unless another caller is starting one right now (an exclusive lock file); the
+    process spawned, or None when another caller's daemon is coming up."""
     import fcntl
 
     cache_dir = Path(ident["cache_dir"])
@@ -228,18 +251,19 @@ def _start_locked(ident: dict[str, Any], idle_timeout: float | None, watch: bool
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            return  # another caller is starting it; wait for its socket like everyone else
+            return None  # another caller is starting it; wait for its socket like everyone else
         try:
             hello(cache_dir, timeout=2.0)
-            return  # came up meanwhile
+            return None  # came up meanwhile
         except DaemonUnavailable:
             pass
-        _spawn(ident, idle_timeout, watch)
+        proc = _spawn(ident, idle_timeout, watch)
         # hold the lock until the socket exists, so a concurrent caller does not spawn a second one
         deadline = time.monotonic() + 30.0
         sock = socket_path(cache_dir)
-        while time.monotonic() < deadline and not sock.exists():
+        while time.monotonic() < deadline and not sock.exists() and proc.poll() is None:
             time.sleep(0.02)
+        return proc
 
 
 def _wait_gone(sock: Path, seconds: float) -> None:
