@@ -150,15 +150,10 @@ def matches(info: dict[str, Any], ident: dict[str, Any]) -> bool:
     return all(info.get(k) == v for k, v in ident.items())
 
 
-# `python -m` would put the working directory (the workspace root) first on sys.path, so a project's own
-# `json.py` or `token.py` would shadow the standard library in the daemon; `-P` needs Python 3.11.
-_ENTRY = "import sys; sys.path[:] = [p for p in sys.path if p]; from ctx_lsp.cli import main; raise SystemExit(main())"
-
-
 def _spawn(ident: dict[str, Any], idle_timeout: float | None, watch: bool = True) -> subprocess.Popen[bytes]:
     cache_dir = Path(ident["cache_dir"])
     cache_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-c", _ENTRY, "daemon", "run", "--root", ident["root"], "--cache-dir", ident["cache_dir"]]
+    cmd = [sys.executable, "-m", "ctx_lsp", "daemon", "run", "--root", ident["root"], "--cache-dir", ident["cache_dir"]]
     for g in ident["include"]:
         cmd += ["--include", g]
     for g in ident["exclude"]:
