@@ -114,6 +114,16 @@ def test_plan_traps(text: str, mentions: list[str], not_mentions: list[str]) -> 
         assert plan.trigger == "SEMANTIC_CONCEPT" and plan.concepts
 
 
+def test_a_short_name_is_a_mention_as_the_named_target_of_a_relation_when_it_exists() -> None:
+    names = {"g", "f", "io"}.__contains__
+    assert list(make_plan("who calls g", names).mentions) == ["g"]
+    assert "f" in make_plan("callers of f", names).mentions
+    assert "io" in make_plan("tests for io", names).mentions
+    # not the named target of a relation, or no such name in the workspace: prose
+    assert "g" not in make_plan("who calls render, as g does", names).mentions
+    assert not make_plan("who calls h", names).mentions
+
+
 @settings(max_examples=25, deadline=None)
 @given(budget=st.integers(min_value=20, max_value=3000))
 def test_budget_is_never_exceeded(engine: Engine, budget: int) -> None:

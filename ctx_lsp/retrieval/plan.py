@@ -148,7 +148,12 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
                 continue  # an acronym ("URL", "HTTP"), not a constant of this workspace
             add(word)
             continue
-        if is_symbol is None or word.lower() in STOPWORDS or len(word) < 3:
+        if is_symbol is None or word.lower() in STOPWORDS:
+            continue
+        if len(word) < 3:
+            # a short word is a name only as a relation's named target ("who calls g") that exists
+            if word.lower() in named_target and is_symbol(word):
+                add(word)
             continue
         if word[0].isupper():
             if sentence_initial and word.lower() in _VERBS:
