@@ -20,16 +20,38 @@ class CliError(Exception):
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", default=None, help="workspace root (default: the current directory)")
+    p.add_argument("--root", default=None, help="workspace root (default: the nearest directory from the current "
+                   "one upwards holding .git, pyproject.toml, setup.py or setup.cfg, else the current directory)")
     p.add_argument("--cache-dir", default=None, help="cache directory (default: per-workspace user cache; env CTX_LSP_CACHE_DIR)")
     p.add_argument("--include", action="append", default=[], help="glob of files to index (repeatable)")
     p.add_argument("--exclude", action="append", default=[], help="glob of files to skip (repeatable)")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug information to stderr")
 
 
+ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
+
+
+def project_root(start: Path) -> Path:
+    """The nearest directory from `start` upwards that holds a project marker (ROOT_MARKERS), as git
+    and editors find a project, so a command run in `src/pkg/` reads the whole project; `start` when
+    none does. It never climbs to the user's home directory or above (a dotfiles repository in the
+    home directory is not the project) nor to the file system's root."""
+    start = start.resolve()
+    home = Path.home().resolve()
+    for d in (start, *start.parents):
+        if d == home or d == Path(d.anchor):
+            break
+        if any((d / m).exists() for m in ROOT_MARKERS):
+            return d
+    return start
+
+
 def workspace_root(args: argparse.Namespace) -> Path:
-    """The resolved root (`ROOT`, `--root` or the current directory); CliError when it is no directory."""
-    raw = getattr(args, "root_pos", None) or args.root or "."
+    """The resolved root: `ROOT` or `--root` as given, else the project the current directory is in
+    (project_root); CliError when it is no directory."""
+    raw = getattr(args, "root_pos", None) or args.root
+    if raw is None:
+        return project_root(Path.cwd())
     root = Path(raw)
     if not root.exists():
         raise CliError(f"root does not exist: {raw}")

@@ -150,3 +150,31 @@ def test_path_outside_root_fails_with_one_line(cache: Path, tmp_path: Path) -> N
     outside.write_text("def f():\n    pass\n")
     line = one_line_error(run("neighbors", "--root", str(ROOT), "--cache-dir", str(cache), str(outside)))
     assert "outside" in line
+
+
+def test_without_a_root_a_command_in_a_subdirectory_reads_the_whole_project(tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    (proj / "src" / "pkg").mkdir(parents=True)
+    (proj / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (proj / "src" / "pkg" / "a.py").write_text("def helper():\n    return 1\n")
+    (proj / "scripts").mkdir()
+    (proj / "scripts" / "use.py").write_text("from pkg.a import helper\n\nhelper()\n")
+    got = json.loads(run("index", "--json", "--cache-dir", str(tmp_path / "cache"), cwd=proj / "src" / "pkg").stdout)
+    assert got["root"] == str(proj.resolve()) and got["files"] == 2
+    # a ROOT given is taken as it is
+    got = json.loads(run("index", "--json", "--cache-dir", str(tmp_path / "c2"), ".", cwd=proj / "src" / "pkg").stdout)
+    assert got["root"] == str((proj / "src" / "pkg").resolve()) and got["files"] == 1
+
+
+def test_the_project_root_is_never_the_home_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctx_lsp.workspace_args import project_root
+
+    home = tmp_path / "home"
+    (home / ".git").mkdir(parents=True)  # a dotfiles repository
+    (home / "notes" / "deep").mkdir(parents=True)
+    (home / "code" / "proj" / ".git").mkdir(parents=True)
+    (home / "code" / "proj" / "sub").mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    assert project_root(home / "notes" / "deep") == (home / "notes" / "deep").resolve()
+    assert project_root(home) == home.resolve()
+    assert project_root(home / "code" / "proj" / "sub") == (home / "code" / "proj").resolve()
