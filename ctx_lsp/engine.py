@@ -179,6 +179,15 @@ class Engine:
             raise TargetNotFound(f"unknown symbol: {t}")
         return candidates[0].id
 
+    def same_name_elsewhere(self, target: str, chosen: str) -> list[str]:
+        """Other symbols a bare or dotted name `target` (not a path, not PATH::NAME) names as well as
+        `chosen`: the chosen symbol's qualified name in other files, which only a path tells apart."""
+        node = self.index.graph.node(chosen)
+        t = target.strip()
+        if node is None or node.qualname is None or "::" in t or "/" in t or t.endswith(".py"):
+            return []
+        return [n.id for n in self.find_symbols(t) if n.id != chosen and n.qualname == node.qualname]
+
     def find_symbols(self, name: str) -> list[Node]:
         """Symbols matching a qualified name (`Class.method`, `pkg.mod.func`) or a short name, best first."""
         g = self.index.graph

@@ -178,3 +178,17 @@ def test_the_project_root_is_never_the_home_directory(tmp_path: Path, monkeypatc
     assert project_root(home / "notes" / "deep") == (home / "notes" / "deep").resolve()
     assert project_root(home) == home.resolve()
     assert project_root(home / "code" / "proj" / "sub") == (home / "code" / "proj").resolve()
+
+
+def test_a_name_two_files_define_is_answered_for_one_with_a_note_naming_the_other(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "a.py").write_text("def g():\n    return 1\n\ndef f():\n    return g()\n")
+    (ws / "pkg" / "b.py").write_text("def g():\n    return 2\n")
+    common = ("--root", str(ws), "--cache-dir", str(tmp_path / "cache"))
+    p = run("neighbors", *common, "g")
+    assert p.returncode == 0 and p.stdout.splitlines()[0] == "pkg/a.py::g"
+    assert p.stderr.strip() == "ctx-lsp: note: g also names pkg/b.py::g; give PATH::NAME to choose"
+    chosen = run("neighbors", "--json", *common, "pkg/b.py::g")
+    assert json.loads(chosen.stdout)["target"] == "pkg/b.py::g" and chosen.stderr == ""
+    assert run("neighbors", *common, "f").stderr == ""  # one f: nothing to say

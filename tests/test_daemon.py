@@ -208,6 +208,17 @@ def test_neighbors_through_the_daemon_resolves_paths_from_the_callers_directory(
     assert bad.stderr.strip() == "ctx-lsp: error: unknown symbol: no_such_symbol_anywhere"
 
 
+def test_neighbors_through_the_daemon_notes_a_name_other_files_define_too(ws: Ws) -> None:
+    (ws.root / "twin_a.py").write_text("def twin():\n    return 1\n")
+    (ws.root / "twin_b.py").write_text("def twin():\n    return 2\n")
+    start(ws)
+    served = run("neighbors", *ws.common, "twin")
+    alone = run("neighbors", *ws.common, "twin", mode="off")
+    assert served.returncode == 0 and served.stdout == alone.stdout
+    assert served.stderr == alone.stderr == "ctx-lsp: note: twin also names twin_b.py::twin; give PATH::NAME to choose\n"
+    assert ws.status()[1]["requests"] == 1  # the first answer came from the daemon
+
+
 def test_auto_mode_starts_a_daemon_and_a_dead_one_is_replaced(ws: Ws) -> None:
     code, _ = ws.status()
     assert code == 1  # none yet

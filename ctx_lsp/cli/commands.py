@@ -295,7 +295,7 @@ def _embed(engine: Any) -> dict[str, Any]:
 def cmd_neighbors(args: argparse.Namespace) -> int:
     answer = _try_daemon(args, "neighbors", {"target": args.target, "cwd": str(Path.cwd())})
     if answer is not None:
-        node_id, items = answer["target"], answer["items"]
+        node_id, items, also = answer["target"], answer["items"], answer.get("also", [])
     else:
         from ctx_lsp.engine import TargetNotFound
 
@@ -305,6 +305,11 @@ def cmd_neighbors(args: argparse.Namespace) -> int:
             items = engine.neighbors(node_id)
         except (TargetNotFound, ValueError) as exc:
             raise CliError(str(exc)) from None
+        also = engine.same_name_elsewhere(args.target, node_id)
+    if also:  # on stderr: stdout stays the answer for the symbol chosen
+        more = f" and {len(also) - 3} more" if len(also) > 3 else ""
+        print(f"ctx-lsp: note: {args.target.strip()} also names {', '.join(also[:3])}{more}; "
+              f"give PATH::NAME to choose", file=sys.stderr)
     if args.json:
         out = {"target": node_id, "neighbors": [
             {"path": i["path"], "symbol": i["symbol"], "kind": i["kind"], "edge": i["edge"], "direction": i["direction"],
