@@ -176,6 +176,8 @@ class Engine:
             raise TargetNotFound(f"file not in the index: {rel}")
         candidates = self.find_symbols(t)
         if not candidates:
+            if "." in t and not t.endswith(".") and _exists(self.root / t):  # README.md, setup.cfg
+                raise TargetNotFound(f"not an indexed Python file: {t}")
             raise TargetNotFound(f"unknown symbol: {t}")
         return candidates[0].id
 

@@ -192,3 +192,15 @@ def test_a_name_two_files_define_is_answered_for_one_with_a_note_naming_the_othe
     chosen = run("neighbors", "--json", *common, "pkg/b.py::g")
     assert json.loads(chosen.stdout)["target"] == "pkg/b.py::g" and chosen.stderr == ""
     assert run("neighbors", *common, "f").stderr == ""  # one f: nothing to say
+
+
+def test_a_workspace_without_python_and_a_target_that_is_no_python_file_say_so(tmp_path: Path) -> None:
+    ws = tmp_path / "docs-only"
+    ws.mkdir()
+    (ws / "README.md").write_text("# notes\n")
+    common = ("--root", str(ws), "--cache-dir", str(tmp_path / "cache"))
+    p = run("context", *common, "who calls main")
+    assert p.returncode == 0 and "No matching code found" in p.stdout
+    assert p.stderr.strip() == f"ctx-lsp: note: no Python files are indexed under {ws.resolve()}"
+    assert one_line_error(run("neighbors", *common, "README.md")) == "ctx-lsp: error: not an indexed Python file: README.md"
+    assert one_line_error(run("neighbors", *common, "no.such")) == "ctx-lsp: error: unknown symbol: no.such"

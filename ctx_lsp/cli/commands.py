@@ -349,7 +349,10 @@ def cmd_context(args: argparse.Namespace) -> int:
     # the daemon runs without the generator: a query that uses it is answered in process
     pack = None if dense is not None else _try_daemon(args, "context", {"query": query, "budget": args.budget})
     if pack is None:
-        pack = open_engine(args, dense=dense).context(query, args.budget)
+        engine = open_engine(args, dense=dense)
+        if not engine.index.facts:  # nothing could match: say why rather than only "no matching code"
+            print(f"ctx-lsp: note: no Python files are indexed under {engine.root}", file=sys.stderr)
+        pack = engine.context(query, args.budget)
     if args.json:
         print(json.dumps(pack, indent=2))
     else:
