@@ -119,6 +119,8 @@ def test_a_short_name_is_a_mention_as_the_named_target_of_a_relation_when_it_exi
     assert list(make_plan("who calls g", names).mentions) == ["g"]
     assert "f" in make_plan("callers of f", names).mentions
     assert "io" in make_plan("tests for io", names).mentions
+    assert "Q" in make_plan("what does class Q do", {"Q"}.__contains__).mentions
+    assert "Q" not in make_plan("Q: what does the parser do", {"Q"}.__contains__).mentions
     # not the named target of a relation, or no such name in the workspace: prose
     assert "g" not in make_plan("who calls render, as g does", names).mentions
     assert not make_plan("who calls h", names).mentions

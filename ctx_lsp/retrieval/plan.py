@@ -151,8 +151,9 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
         if is_symbol is None or word.lower() in STOPWORDS:
             continue
         if len(word) < 3:
-            # a short word is a name only as a relation's named target ("who calls g") that exists
-            if word.lower() in named_target and is_symbol(word):
+            # a short word is a name only where the text says so, and it exists: a relation's named
+            # target ("who calls g") or after its kind ("class Q"); a capital "I" or "A" is prose
+            if (word.lower() in named_target or word in declared) and is_symbol(word):
                 add(word)
             continue
         if word[0].isupper():
