@@ -263,6 +263,14 @@ def test_a_daemon_that_dies_while_starting_is_reported_at_once_with_its_log(ws: 
     assert p.returncode != 0
     # reported as soon as it exits, not as a daemon still loading when the wait runs out
     assert "DaemonRefused: it exited with status 3: ModuleNotFoundError: no ctx_lsp here" in p.stderr, p.stderr
+    # a caller that starts daemons on demand (the agent hook) answers in process at once instead
+    cli = ("import os, sys; from ctx_lsp.cli import main; "
+           f"sys.executable = {str(fake)!r}; os.environ['CTX_LSP_DAEMON'] = 'auto'; "
+           f"sys.exit(main(['context', '--json', '--root', {str(ws.root)!r}, '--cache-dir', {str(ws.cache)!r}, "
+           "'who calls apply_discount']))")
+    p = subprocess.run([sys.executable, "-c", cli], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert pack_of(p) == pack_of(run("context", "--json", *ws.common, "who calls apply_discount", mode="off"))
 
 
 def test_a_daemon_with_another_file_filter_is_not_used(ws: Ws) -> None:
