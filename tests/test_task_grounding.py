@@ -143,6 +143,20 @@ def test_evidence_finds_code_pasted_without_markup_and_in_trac_blocks() -> None:
     assert ("django.core.exceptions.FieldError", "Local field 'title' clashes.") in ev.exceptions
 
 
+def test_a_tracebacks_last_line_is_its_exception_whatever_the_name() -> None:
+    text = ("get() fails:\n\nTraceback (most recent call last):\n  File \"/srv/app/views.py\", line 12, in show\n"
+            "    author = Author.objects.get(pk=pk)\n             ^^^^^^^^^^^^^^^^^^^^^^^^^^\n\n"
+            "books.models.DoesNotExist: Author matching query does not exist.\n\n"
+            "The above exception was the direct cause of the following exception:\n\n"
+            "    Traceback (most recent call last):\n      File \"x.py\", line 1, in <module>\n"
+            "    ImproperlyConfigured\n\nTraceback (most recent call last):\n  File \"y.py\", line 2, in f\n"
+            "and then nothing that names an exception\n")
+    ev = extract_evidence(text)
+    assert ev.exceptions == [("books.models.DoesNotExist", "Author matching query does not exist."),
+                             ("ImproperlyConfigured", "")]
+    assert "Author matching query does not exist." in ev.messages  # matched against the code's literals
+
+
 def test_evidence_is_linear_and_tolerant() -> None:
     t = time.perf_counter()
     ev = extract_evidence("```\n" + "x = (\n" * 20000 + "```\n" + "word " * 100_000)

@@ -89,6 +89,7 @@ _PYTEST_FRAME = re.compile(r"^([\w./\\-]+\.py):(\d+): (?:in (\w+)|(\w+(?:Error|E
 _EXC_LINE = re.compile(
     r"^[ \t>E]*((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Failure|Iteration))\b(?::[ \t]*([^\n]*))?$",
     re.M)
+_EXC_TAIL = re.compile(r"((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::[ \t]*(.*))?")  # a traceback's last line
 _EXC_INLINE = re.compile(
     r"(?<![\w.])((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning))(?::[ \t]+|\(['\"])([^\n]{4,300})")
 _CODE_TOKEN = re.compile(r"(?<![\w.])((?:[a-z_]+\.)?[A-Z]{1,2}\d{3,4})(?![\w])")
@@ -353,12 +354,35 @@ def _bare_code(text: str, taken: list[tuple[int, int]], ev: TaskEvidence) -> Non
         i += 1
 
 
+def _traceback_tails(text: str) -> list[tuple[str, str]]:
+    """(type, message) of the line that ends each `Traceback (most recent call last):` block: the first
+    line back at the block's indentation after its frames. Any name goes there (`DoesNotExist`,
+    `ImproperlyConfigured`, `decimal.InvalidOperation`), not only those `_EXC_LINE` knows by suffix."""
+    out: list[tuple[str, str]] = []
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.strip() != "Traceback (most recent call last):":
+            continue
+        base = len(line) - len(line.lstrip())
+        j = i + 1
+        while j < len(lines) and (not lines[j].strip() or len(lines[j]) - len(lines[j].lstrip()) > base):
+            j += 1  # frames, their source lines and carets, blank lines
+        if j < len(lines) and (m := _EXC_TAIL.fullmatch(lines[j].strip())):
+            out.append((m.group(1), (m.group(2) or "").strip()))
+    return out
+
+
 def _tracebacks(text: str, ev: TaskEvidence) -> None:
     for m in _FRAME.finditer(text):
         ev.frames.append(Frame(m.group(1).replace("\\", "/"), int(m.group(2)), m.group(3) or ""))
     for m in _PYTEST_FRAME.finditer(text):
         ev.frames.append(Frame(m.group(1).replace("\\", "/"), int(m.group(2)), m.group(3) or ""))
     seen: set[tuple[str, str]] = set()
+    if "Traceback (most recent call last):" in text:
+        for key in _traceback_tails(text):
+            if key not in seen:
+                seen.add(key)
+                ev.exceptions.append(key)
     for m in _EXC_LINE.finditer(text):
         key = (m.group(1), (m.group(2) or "").strip())
         if key not in seen:
