@@ -265,6 +265,11 @@ def test_hook_prints_the_context_pack_for_a_claude_code_prompt(ws: Path, tmp_pat
                    {"CLAUDE_PROJECT_DIR": str(ws)})
     assert r2.returncode == 0, r2.stderr
     assert "shop/pricing.py" in r2.stdout
+    # from a subdirectory of the project (no root named): the whole project, as when run by hand there
+    (ws / "pyproject.toml").write_text("[project]\nname = 'shop'\n")
+    r3 = _run_hook(json.dumps({**event, "cwd": str(ws / "shop")}), ws, tmp_path / "cache", tmp_path)
+    assert r3.returncode == 0, r3.stderr
+    assert "shop/pricing.py" in r3.stdout
     # the hook started the workspace's daemon on the first prompt, so later prompts skip loading the index
     status = subprocess.run([*_ctx_lsp_command(), "daemon", "status", "--json", "--root", str(ws)], capture_output=True,
                             text=True, env={**os.environ, "CTX_LSP_CACHE_DIR": str(tmp_path / "cache")}, timeout=60)

@@ -6,9 +6,9 @@
 # JSON event ({"prompt": ..., "cwd": ...}) to stdin and adds what this prints (exit 0) to the context.
 # Anything else: pipe the task text itself to stdin; the markdown pack is printed on stdout.
 #
-# Workspace root: $CTX_LSP_ROOT, else $CLAUDE_PROJECT_DIR, else the event's "cwd", else the current
-# directory. Budget: $CTX_LSP_HOOK_BUDGET tokens (default 2000: Claude Code shows hook output over
-# ~10,000 characters only as a preview). Command: $CTX_LSP (default: ctx-lsp on PATH).
+# Workspace root: $CTX_LSP_ROOT, else $CLAUDE_PROJECT_DIR, else the project the event's "cwd" (else
+# the current directory) is in. Budget: $CTX_LSP_HOOK_BUDGET tokens (default 2000: Claude Code shows
+# hook output over ~10,000 characters only as a preview). Command: $CTX_LSP (default: ctx-lsp on PATH).
 # Speed: the first prompt starts a `ctx-lsp daemon` for the workspace, which keeps the index loaded, so
 # later prompts are answered in a fraction of a second ($CTX_LSP_DAEMON: default auto here; off: never).
 # It never blocks a prompt: on any failure it prints nothing and exits 0 (errors go to stderr).
@@ -41,11 +41,16 @@ print(cwd)
 [ -s "$tmp" ] || exit 0
 case "$(head -c 1 "$tmp")" in /) exit 0 ;; esac
 
-root="${CTX_LSP_ROOT:-${CLAUDE_PROJECT_DIR:-${event_cwd:-$PWD}}}"
-[ -d "$root" ] || exit 0
+# A root the environment names is taken as it is; from a directory (the event's cwd, else this one),
+# ctx-lsp reads the project that directory is in (the nearest .git, pyproject.toml, setup.py or
+# setup.cfg upwards), as it does when run by hand there.
+root="${CTX_LSP_ROOT:-${CLAUDE_PROJECT_DIR:-}}"
+dir="${root:-${event_cwd:-$PWD}}"
+[ -d "$dir" ] || exit 0
 
 export CTX_LSP_DAEMON="${CTX_LSP_DAEMON:-auto}"
-if ! out="$("${CTX_LSP:-ctx-lsp}" context --markdown --root "$root" --budget "${CTX_LSP_HOOK_BUDGET:-2000}" - <"$tmp")"; then
+if ! out="$(cd "$dir" && "${CTX_LSP:-ctx-lsp}" context --markdown ${root:+--root "$root"} \
+        --budget "${CTX_LSP_HOOK_BUDGET:-2000}" - <"$tmp")"; then
     exit 0
 fi
 [ -n "$out" ] || exit 0
