@@ -202,6 +202,21 @@ def test_cli_context_errors(args: list[str], tmp_path: Path) -> None:
 
 
 
+def test_a_small_workspace_still_searches_words_that_many_of_its_chunks_hold(tmp_path: Path) -> None:
+    # with five chunks every word is in a fifth of them: skipping such words left nothing to search
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "tests").mkdir()
+    (ws / "pkg" / "calc.py").write_text("def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n")
+    (ws / "tests" / "test_calc.py").write_text("from pkg.calc import add\n\ndef test_add():\n    assert add(1, 2) == 3\n")
+    e = Engine(ws, cache_dir=tmp_path / "cache")
+    e.open()
+    hits = [nid for nid, _ in e.retriever.lexical.search("which tests cover add")]
+    assert hits and set(hits) <= {"pkg/calc.py::add", "tests/test_calc.py::test_add", "tests/test_calc.py", "pkg/calc.py"}
+    pack = e.context("which tests cover add", 4000, record=False)
+    assert {"add", "test_add"} <= set(_symbols(pack))
+
+
 def test_a_header_split_over_lines_reads_as_written(tmp_path: Path) -> None:
     """A def or class header a formatter split over lines reads as one line without the spaces the
     joins left inside its brackets, and a comment inside it does not swallow the rest."""

@@ -165,8 +165,9 @@ class LexicalIndex:
             if not posting:
                 continue
             ids: Iterable[str] = posting
-            if len(posting) > skip_common * n and len(qtf) > 1:
-                continue  # a term in a fifth of all chunks adds cost, not signal
+            if len(posting) > skip_common * n and len(qtf) > 1 and scores:
+                continue  # a term in a fifth of all chunks adds cost, not signal, once rarer ones found some
+            # (in a small workspace every term is in a fifth of the chunks: the rarest still counts)
             idf = self.idf(term)
             if len(posting) > COMMON_POSTINGS and scores:
                 ids = scores.keys() & posting.keys()  # a set operation: long task texts have many common terms
