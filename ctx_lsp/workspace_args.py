@@ -9,6 +9,7 @@ Light on purpose (no index code): it is on the CLI's fast path to a running daem
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,9 @@ def project_root(start: Path) -> Path:
     none does. It never climbs to the user's home directory or above (a dotfiles repository in the
     home directory is not the project) nor to the file system's root."""
     start = start.resolve()
-    home = Path.home().resolve()
+    # expanduser, not Path.home(): with no $HOME and no password entry it leaves "~" rather than raising
+    known = os.path.expanduser("~")
+    home = Path(known).resolve() if known != "~" else None
     for d in (start, *start.parents):
         if d == home or d == Path(d.anchor):
             break
