@@ -67,6 +67,21 @@ def test_non_utf8_is_decoded_with_replacement_and_reported(tmp_path: Path) -> No
     assert any("non-UTF-8" in m and "replacement" in m for m in msgs), msgs
 
 
+def test_a_coding_cookie_is_honoured_as_python_reads_the_file(tmp_path: Path) -> None:
+    # PEP 263: a latin-1 file that declares it is valid Python, not a syntax error of U+FFFD
+    write_tree(tmp_path / "ws", {
+        "old.py": b"# -*- coding: latin-1 -*-\ndef caf\xe9():\n    return 'na\xefve'\n\ndef g():\n    return caf\xe9()\n",
+        "bad_cookie.py": b"# -*- coding: no-such-codec -*-\ndef h():\n    return '\xff'\n",
+    })
+    idx = build_index(tmp_path / "ws", tmp_path / "cache")
+    assert errors_of(idx, "old.py") == []
+    assert out_targets(idx, "old.py::g", "CALLS") == {"old.py::caf\u00e9"}
+    assert idx.disk_text("old.py") is not None and "na\u00efve" in (idx.disk_text("old.py") or "")
+    # a cookie Python does not know: read as UTF-8 with replacement, and said so
+    assert "bad_cookie.py::h" in idx.graph
+    assert any("non-UTF-8" in m for m in errors_of(idx, "bad_cookie.py"))
+
+
 def test_binary_and_oversized_files_are_skipped_with_a_reason(tmp_path: Path) -> None:
     write_tree(tmp_path / "ws", {
         "ok.py": "def f():\n    pass\n",
