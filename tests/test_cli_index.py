@@ -111,7 +111,7 @@ def test_neighbors_json_shape(cache: Path) -> None:
     assert out["target"] == "app/models.py::Repo.save"
     required = {"path", "symbol", "kind", "edge", "direction", "site", "resolver"}
     for item in out["neighbors"]:
-        assert required <= set(item) <= required | {"names", "commit"}, item
+        assert required <= set(item) <= required | {"names", "commit"}, item  # from_symbol: file targets only
         assert item["direction"] in ("in", "out")
         assert set(item["site"]) == {"path", "line"} and item["site"]["line"] >= 1
     seen = {(i["edge"], i["direction"], i["path"], i["symbol"]) for i in out["neighbors"]}
@@ -128,6 +128,25 @@ def test_neighbors_of_a_file_lists_imports_with_names(cache: Path) -> None:
     imports = [i for i in out["neighbors"] if i["edge"] == "IMPORTS" and i["direction"] == "out"]
     assert {i["path"] for i in imports} == {"app/__init__.py", "app/models.py"}
     assert all(i["names"] for i in imports)
+
+
+def test_neighbors_of_a_file_lists_each_neighbour_once_with_the_files_symbols_it_reaches(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "lib.py").write_text("def parse(x):\n    return x\n\ndef check(x):\n    return x\n")
+    (ws / "app.py").write_text("from lib import check, parse\n\ndef main():\n    parse(1)\n    check(2)\n    parse(3)\n")
+    common = ("--root", str(ws), "--cache-dir", str(tmp_path / "cache"))
+    text = run("neighbors", *common, "lib.py")
+    assert text.returncode == 0, text.stderr
+    callers = text.stdout.split("CALLS <-\n", 1)[1].split("\n")
+    # one line for main, naming both functions of lib.py it calls, each at its first call
+    assert callers[0] == "  app.py::main [check, parse]  (sites app.py:4, 5, ast-import)", text.stdout
+    assert not callers[1].startswith("  app.py::main")
+    items = json.loads(run("neighbors", "--json", *common, "lib.py").stdout)["neighbors"]
+    calls = sorted((i["from_symbol"], i["site"]["line"]) for i in items if i["edge"] == "CALLS")
+    assert calls == [("check", 5), ("parse", 4)]
+    # a symbol target: the edges are all its own, so no from_symbol
+    assert all("from_symbol" not in i for i in json.loads(run("neighbors", "--json", *common, "lib.py::parse").stdout)["neighbors"])
 
 
 def test_unknown_target_fails_with_one_line(cache: Path) -> None:
