@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import errno
+import logging
 import os
 import threading
 import time
@@ -31,6 +32,9 @@ RELATIONS = ("callers", "callees", "implementations", "references", "importers",
 TEST_DEPTH = 3  # tests that reach a symbol through at most this many calls count as its (static) tests
 MRO_CLASSES = 3  # classes of one name whose bases `Class.member` is looked up through
 MRO_LIMIT = 64  # ancestors visited per class (deep framework hierarchies end well before)
+
+
+CALL_SITE_FILES = 400  # files bound again for `call_sites`: ~0.8 s at most
 
 
 class TargetNotFound(LookupError):
@@ -180,6 +184,31 @@ class Engine:
                 raise TargetNotFound(f"not an indexed Python file: {t}")
             raise TargetNotFound(f"unknown symbol: {t}")
         return candidates[0].id
+
+    def call_sites(self, node_id: str, direction: str = "in") -> list[Edge]:
+        """Every call (CALLS, INSTANTIATES) into `node_id` ("in") or out of it ("out"), one edge per
+        site. The graph keeps one edge per (caller, callee, kind), at its first site; the files those
+        edges come from are bound again here with every site kept, in memory only (the graph and the
+        cache are unchanged). Edges only the graph has (jedi, callback flow) are kept as they are; past
+        CALL_SITE_FILES files (about 2 ms each), the rest keep their first sites."""
+        from ctx_lsp.index.bind import Binder
+
+        g = self.index.graph
+        kinds = (EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value)
+        base = g.in_edges(node_id, kinds) if direction == "in" else g.out_edges(node_id, kinds)
+        found = {(e.src, e.dst, e.kind, e.path, e.line, e.col): e for e in base}
+        binder = Binder(self.index.ws)
+        binder.every_site = True
+        for path in sorted({e.path for e in base if e.path in self.index.facts})[:CALL_SITE_FILES]:
+            try:
+                edges = binder.bind_file(path).edges
+            except Exception:  # the graph's first sites still answer
+                logging.getLogger(__name__).exception("binding %s for its call sites failed", path)
+                continue
+            for e in edges:
+                if e.kind in kinds and (e.dst if direction == "in" else e.src) == node_id:
+                    found.setdefault((e.src, e.dst, e.kind, e.path, e.line, e.col), e)
+        return sorted(found.values(), key=lambda e: (e.path, e.line, e.col, e.src, e.dst, e.kind))
 
     def same_name_elsewhere(self, target: str, chosen: str) -> list[str]:
         """Other symbols a bare or dotted name `target` (not a path, not PATH::NAME) names as well as
@@ -339,8 +368,9 @@ class Engine:
             "groups": [{"edge": k[0], "direction": k[1], "neighbors": v} for k, v in sorted(groups.items())],
         }
 
-    def related(self, node_id: str, relation: str) -> list[dict[str, Any]]:
-        """Nodes in one relation to a symbol, each with a reason: callers, callees, implementations, ..."""
+    def related(self, node_id: str, relation: str, every_site: bool = False) -> list[dict[str, Any]]:
+        """Nodes in one relation to a symbol, each with a reason: callers, callees, implementations, ...
+        `every_site`: callers once per call site (`call_sites`), not once per caller at its first call."""
         if relation not in RELATIONS:
             raise ValueError(f"unknown relation {relation!r}; expected one of {', '.join(RELATIONS)}")
         if relation == "history":
@@ -359,6 +389,14 @@ class Engine:
             "history": ("in", (EdgeKind.TOUCHED.value,)),
         }
         direction, kinds = spec[relation]
+        if relation == "callers" and every_site:
+            sites = []
+            for e in self.call_sites(node_id, "in"):
+                n = g.node(e.src)
+                if n is not None:
+                    sites.append({"node": n, "edge": e,
+                                  "reason": f"{e.kind}<- {node.qualname or node.path} at {e.path}:{e.line} ({e.resolver})"})
+            return sites
         ids = [node_id]
         if relation == "importers" and node.qualname is not None:
             ids = [node.path]

@@ -211,6 +211,16 @@ async def test_each_call_sees_files_changed_on_disk(ws: Path, tmp_path: Path) ->
     assert "refund_tax" not in removed and removed.startswith("2 callers")
 
 
+async def test_find_callers_lists_every_call_site_of_a_caller(ws: Path, tmp_path: Path) -> None:
+    (ws / "shop" / "refunds.py").write_text(
+        "from shop.pricing import tax_for\n\n\ndef refund_tax(amount: int) -> int:\n"
+        "    if amount > 100:\n        return -tax_for(amount, 'eu')\n    return -tax_for(amount, 'us')\n")
+    async with mcp_session(ws, tmp_path / "cache", tmp_path / "err.log") as s:
+        got = await ok(s, "find_callers", {"symbol": "tax_for"})
+    assert got.splitlines()[0].startswith("3 callers of tax_for (function at shop/pricing.py:15), 4 call sites:")
+    assert "shop/refunds.py:6 refund_tax (" in got and "shop/refunds.py:7 refund_tax (" in got
+
+
 @pytest.mark.skipif(not HAVE_RETRIEVAL, reason="the retrieval engine (ctx_lsp.retrieval) is not in this tree yet")
 async def test_get_context_returns_markdown_and_json(ws: Path, tmp_path: Path) -> None:
     async with mcp_session(ws, tmp_path / "cache", tmp_path / "err.log") as s:

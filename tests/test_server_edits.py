@@ -77,6 +77,32 @@ async def test_did_change_is_reflected_by_the_next_query_and_did_close_reverts(c
     assert st["dirty_files"] == []
 
 
+async def test_call_hierarchy_lists_every_call_of_a_caller_not_only_its_first(client: LanguageClient) -> None:
+    ws = client.ws  # type: ignore[attr-defined]
+    u = did_open(client, "shop/service.py")
+    n = len((ws / "shop/service.py").read_text(encoding="utf-8").splitlines())
+    end = types.Position(line=n, character=0)
+    did_change(client, u, 2, types.Range(start=end, end=end),
+               "\n\ndef audit(item):\n    refund(item)\n    if item:\n        return refund(item)\n")
+    refund = await prepare_call(client, "shop/service.py", "refund", line=15)
+    got = await callers(client, refund)
+    first, second = n + 3, n + 5  # 0-based lines of the two calls
+    assert got["audit"] == [types.Range(start=types.Position(line=first, character=4), end=types.Position(line=first, character=10)),
+                            types.Range(start=types.Position(line=second, character=15), end=types.Position(line=second, character=21))]
+    items = await client.text_document_prepare_call_hierarchy_async(types.CallHierarchyPrepareParams(
+        text_document=types.TextDocumentIdentifier(uri=u), position=types.Position(line=n + 2, character=4)))
+    assert items and items[0].name == "audit"  # the def is only in the buffer: no position on disk to find
+    audit = items[0]
+    out = await client.call_hierarchy_outgoing_calls_async(types.CallHierarchyOutgoingCallsParams(item=audit))
+    assert {c.to.name: len(c.from_ranges) for c in out} == {"refund": 2}
+    named = await command(client, "ctx.symbolRelations", {"symbol": "refund", "relation": "callers"})
+    assert sorted(loc["line"] for loc in named["locations"] if loc["symbol"] == "audit") == [first + 1, second + 1]
+    # the graph itself keeps one edge per caller and callee: the query bound the file in memory only
+    graph = await command(client, "ctx.neighbourhood", {"target": "shop/service.py::audit"})
+    assert [(e["target"], e["site"]["line"]) for e in graph["edges"] if e["kind"] == "CALLS"] == [
+        ("shop/service.py::refund", first + 1)]
+
+
 async def test_watched_file_changes_update_the_graph(client: LanguageClient) -> None:
     ws = client.ws  # type: ignore[attr-defined]
     (ws / "shop/extra.py").write_text("from shop.service import refund\n\n\ndef bulk(items):\n"

@@ -263,6 +263,9 @@ class Binder(Evaluator):
     """Binds one file at a time against a Workspace, recording the modules each file consulted."""
 
     memoize = True  # evaluate a site's name or receiver once per scope (off: every site, for tests)
+    # keep an edge per call site, not one per (source, target, kind): for a query that lists every call
+    # (call hierarchy ranges, find_callers), never for the index, whose graph holds one edge per pair
+    every_site = False
 
     # -- callback flow (flow.py propagates what this resolves) --------------------------------
     def bind_flows(self, info: ModuleInfo, called: Callable[[tuple[int, int, Chain]], tuple[str, bool] | None],
@@ -475,7 +478,7 @@ class Binder(Evaluator):
         classes = info.classes
         self.deps = file_deps = set[str]()
         out = FileBinding(path)
-        edges: dict[tuple[str, str, str], Edge] = {}
+        edges: dict[tuple[Any, ...], Edge] = {}
         keep: dict[str, int] = {}  # kept group -> its line shift
         site_groups: dict[str, list[int]] = {}
         old_classes = classes
@@ -504,8 +507,10 @@ class Binder(Evaluator):
 
         nodes: dict[str, str] = {"": path}  # the binding's ids, each one string object
 
+        every_site = self.every_site
+
         def add(src: str, dst: str, kind: str, line: int, col: int, resolver: str, extra: tuple[str, ...] = ()) -> None:
-            key = (src, dst, kind)
+            key = (src, dst, kind, line, col) if every_site else (src, dst, kind)
             old = edges.get(key)
             if old is None:
                 # one string object per id in the binding: a target many sites reach is one string

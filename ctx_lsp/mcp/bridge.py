@@ -230,7 +230,7 @@ class Bridge:
             node_id, others = self.resolve_symbol(symbol, allow_file=relation == "history")
             if relation == "tests":
                 return self._tests(node_id, others)
-            items = self.engine.related(node_id, relation)
+            items = self.engine.related(node_id, relation, every_site=True)  # callers: every call site
             node = self.engine.graph.node(node_id)
             assert node is not None
             head = self._describe(node)
@@ -252,7 +252,9 @@ class Bridge:
                 what = "calls or instantiates it" if relation == "callers" else "it calls or instantiates"
                 return (f"no {word.split()[0]} found for {head}: nothing in the workspace index {what} "
                         f"(static edges; dynamic dispatch such as getattr or callbacks is not seen)." + note)
-            lines = [f"{len(items)} {word} {head}:"]
+            callers = len({it["node"].id for it in items})
+            more = f", {len(items)} call sites" if relation == "callers" and len(items) > callers else ""
+            lines = [f"{callers if relation == 'callers' else len(items)} {word} {head}{more}:"]
             for it in items[:MAX_LINES]:
                 n, e = it["node"], it["edge"]
                 loc = f"{e.path}:{e.line}" if relation == "callers" else f"{n.path}:{n.start_line}"

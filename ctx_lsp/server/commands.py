@@ -70,7 +70,7 @@ def related(ctx: Ctx, rel: str, position: Any, relation: str) -> dict[str, Any]:
         return {"symbol": None, "relation": relation, "locations": [],
                 "reason": f"no symbol at {rel}:{line}:{col}" if rel in ctx.engine.graph else f"file not in the index: {rel}"}
     try:
-        found = ctx.engine.related(node.id, relation)
+        found = ctx.engine.related(node.id, relation, every_site=True)  # callers: every call site
     except TargetNotFound as exc:
         return {"symbol": node.id, "relation": relation, "locations": [], "reason": str(exc)}
     locations = []

@@ -121,7 +121,7 @@ def symbol_relations(ctx: Ctx, symbol: str, relation: str) -> dict[str, Any]:
             locations.append({**_location(ctx, n.path, n.start_line), "symbol": n.qualname, "kind": n.kind,
                               "reason": t["reason"]})
     else:
-        for r in eng.related(node_id, relation):
+        for r in eng.related(node_id, relation, every_site=True):  # callers: every call site
             n, e = r["node"], r["edge"]
             path, line = (e.path, e.line) if relation in SITE_RELATIONS else (n.path, n.start_line)
             locations.append({**_location(ctx, path, line), "symbol": n.qualname, "kind": n.kind, "reason": r["reason"]})

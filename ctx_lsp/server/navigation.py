@@ -90,7 +90,7 @@ def incoming_calls(ctx: Ctx, node_id: str) -> list[types.CallHierarchyIncomingCa
     g = ctx.engine.graph
     by_src: dict[str, list[types.Range]] = defaultdict(list)
     name = short_name(node_id)
-    for e in sorted(g.in_edges(node_id, CALL_KINDS), key=lambda e: (e.path, e.line, e.col)):
+    for e in ctx.engine.call_sites(node_id, "in"):  # every call, not only each caller's first
         by_src[e.src].append(site_range(ctx, e.path, e.line, e.col, name))
     out = []
     for src, ranges in by_src.items():
@@ -103,7 +103,7 @@ def incoming_calls(ctx: Ctx, node_id: str) -> list[types.CallHierarchyIncomingCa
 def outgoing_calls(ctx: Ctx, node_id: str) -> list[types.CallHierarchyOutgoingCall]:
     g = ctx.engine.graph
     by_dst: dict[str, list[types.Range]] = defaultdict(list)
-    for e in sorted(g.out_edges(node_id, CALL_KINDS), key=lambda e: (e.path, e.line, e.col)):
+    for e in ctx.engine.call_sites(node_id, "out"):
         by_dst[e.dst].append(site_range(ctx, e.path, e.line, e.col, short_name(e.dst)))
     out = []
     for dst, ranges in by_dst.items():
