@@ -44,6 +44,8 @@ CASES = [
     ("where is SqlRepository instantiated", "EXPLICIT_SYMBOL", {"instantiations"}, {"get_order_service"}, set()),
     ("references to TAX_RATE", "EXPLICIT_SYMBOL", {"references"}, {"with_tax"}, set()),
     ("how is apply_discount used", "EXPLICIT_SYMBOL", {"callers", "references"}, {"apply_discount", "OrderService.place"}, set()),
+    # a typo in the name a question targets: the close name, as for a mention
+    ("who calls plaace", "SEMANTIC_CONCEPT", {"callers"}, {"OrderService.place", "checkout"}, set()),
     ("who imports shop/pricing.py", "EXPLICIT_SYMBOL", {"importers"}, set(), set()),
     ("which tests cover OrderService", "EXPLICIT_SYMBOL", {"tests"}, {"test_place_stores_order"}, set()),
     ("what must change if OrderService changes its signature", "EXPLICIT_SYMBOL", {"impact"}, {"get_order_service", "test_place_stores_order"}, set()),

@@ -82,6 +82,13 @@ def soft_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
     out: list[str] = []
     for word, hint, role in plan.soft:
         found = r.engine.find_symbols(word)
+        if not found and role == "target" and not plan.task:
+            # "who calls mull": a typo of a name a short question targets, matched as mentions are
+            for name in difflib.get_close_matches(word, r.names_like(word), n=3, cutoff=0.85):
+                for n in r.engine.graph.symbols_named(name)[:2]:
+                    cands.add(n.id, "symbol-fuzzy", W_FUZZY)
+                    out.append(n.id)
+            continue
         if hint is not None:
             kinds = {"method": ("method", "function"), "function": ("function", "method")}.get(hint, (hint,))
             found = [n for n in found if n.kind in kinds] or found
