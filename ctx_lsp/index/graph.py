@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from ctx_lsp.index.model import Edge, EdgeKind, Node
+from ctx_lsp.index.model import Edge, EdgeKind, Node, python_qualname
 
 
 class CodeGraph:
@@ -82,8 +82,8 @@ class CodeGraph:
                     pred[nid] = {}
                 node[nid] = n
                 ids.append(nid)
-                qual = n[3]  # Node.name, inlined
-                name = (n[2].rsplit("/", 1)[-1] if qual is None else qual.rsplit(".", 1)[-1]).lower()
+                qual = n[3]  # Node.name, inlined (a redefinition `f#2` is named `f`, as set_file names it)
+                name = (n[2].rsplit("/", 1)[-1] if qual is None else python_qualname(qual).rsplit(".", 1)[-1]).lower()
                 held = by_name.get(name)
                 if held is None:
                     by_name[name] = {nid}
