@@ -477,6 +477,27 @@ class Engine:
         with self.lock:
             return self.retriever.context(query, budget, path=path, line=line, checkpoint=checkpoint, record=record)
 
+    def context_for(self, params: dict[str, Any]) -> dict[str, Any]:
+        """`ctx-lsp context` (in process and in the daemon): `query`, `budget`, and optionally `at_path`
+        and `at_line` (1-based) with the caller's `cwd`; a path and line without a query ask about the
+        symbol there (`context_at`). TargetNotFound or ValueError for a place that is not indexed."""
+        query, budget = params.get("query") or "", params.get("budget", 4000)
+        at_path, at_line, cwd = params.get("at_path"), params.get("at_line"), params.get("cwd")
+        if not isinstance(query, str) or not isinstance(budget, int) or budget <= 0:
+            raise ValueError("a query and a positive budget are needed")
+        rel = None
+        if isinstance(at_path, str):
+            rel = self.resolve_target(at_path if at_path.endswith(".py") or "/" in at_path else f"./{at_path}",
+                                      cwd=Path(cwd) if isinstance(cwd, str) else None)
+            if "::" in rel:
+                raise TargetNotFound(f"--at takes a file, not a symbol: {at_path}")
+        line = at_line if isinstance(at_line, int) and at_line >= 1 else None
+        if not query.strip():
+            if rel is None or line is None:
+                raise ValueError("empty query")
+            return self.context_at(rel, line, None, budget)
+        return self.context(query, budget, path=rel, line=line)
+
     def context_at(self, path: str, line: int, col: int | None = None, budget: int = 4000,
                    checkpoint: Checkpoint | None = None) -> dict[str, Any]:
         """A ContextPack for the symbol under the cursor: definition, callers, callees, tests."""

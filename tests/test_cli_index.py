@@ -149,6 +149,28 @@ def test_neighbors_of_a_file_lists_each_neighbour_once_with_the_files_symbols_it
     assert all("from_symbol" not in i for i in json.loads(run("neighbors", "--json", *common, "lib.py::parse").stdout)["neighbors"])
 
 
+def test_context_at_a_file_and_line(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "calc.py").write_text("def add(a, b):\n    return a + b\n\ndef mul(a, b):\n    out = 0\n"
+                                        "    for _ in range(b):\n        out = add(out, a)\n    return out\n")
+    (ws / "pkg" / "test_calc.py").write_text("from pkg.calc import mul\n\ndef test_mul():\n    assert mul(2, 3) == 6\n")
+    common = ("--root", str(ws), "--cache-dir", str(tmp_path / "cache"), "--json")
+    # a line and no question: the symbol there leads, then its callers and callees
+    at = json.loads(run("context", *common, "--at", "pkg/calc.py:7", env={"CTX_LSP_DAEMON": "off"}).stdout)
+    assert [i["symbol"] for i in at["items"]][0] == "mul"
+    assert {"test_mul", "add"} <= {i["symbol"] for i in at["items"]}
+    # relative to the current directory, like any path argument
+    here = run("context", *common, "--at", "calc.py:7", env={"CTX_LSP_DAEMON": "off"}, cwd=ws / "pkg")
+    assert json.loads(here.stdout)["items"] == at["items"]
+    # with a question: the cursor is a generator beside the words
+    asked = json.loads(run("context", *common, "--at", "pkg/calc.py:7", "why is this slow", env={"CTX_LSP_DAEMON": "off"}).stdout)
+    assert any(r["via"] == "cursor" for i in asked["items"] if i["symbol"] == "mul" for r in i["reasons"])
+    missing = run("context", *common, "--at", "pkg/nope.py:3", "x", env={"CTX_LSP_DAEMON": "off"}, cwd=ws)
+    assert one_line_error(missing) == "ctx-lsp: error: file not in the index: pkg/nope.py"
+    assert "line numbers start at 1" in run("context", *common, "--at", "pkg/calc.py:0", "x").stderr
+
+
 def test_unknown_target_fails_with_one_line(cache: Path) -> None:
     proc = run("neighbors", "--root", str(ROOT), "--cache-dir", str(cache), "NoSuchSymbolAnywhere")
     line = one_line_error(proc)

@@ -83,8 +83,14 @@ def test_daemon_answers_one_shot_calls_like_the_in_process_engine(ws: Ws) -> Non
         served = pack_of(run("context", "--json", *ws.common, query))
         alone = pack_of(run("context", "--json", *ws.common, query, mode="off"))
         assert served == alone
+    # a place: with a question, and alone (the symbol at that line); its path is the caller's
+    for extra in (("--at", "checkout.py:20", "how is the discount chosen"), ("--at", "checkout.py:20")):
+        served = pack_of(run("context", "--json", *ws.common, *extra, cwd=ws.root / "shop"))
+        alone = pack_of(run("context", "--json", *ws.common, *extra, cwd=ws.root / "shop", mode="off"))
+        assert served == alone and served["items"]
+    assert served["items"][0]["symbol"] == "price_order"
     _, after = ws.status()
-    assert after["requests"] == info["requests"] + 2  # both served answers came from the daemon
+    assert after["requests"] == info["requests"] + 4  # every served answer came from the daemon
     assert after["pid"] == info["pid"]
 
 

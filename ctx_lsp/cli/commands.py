@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="*", metavar="QUERY",
                    help="the question or task; '-', or none with stdin piped, reads it from stdin")
     p.add_argument("--budget", type=int, default=4000, help="hard token budget (default 4000)")
+    p.add_argument("--at", metavar="PATH[:LINE]", type=_location,
+                   help="where you are working: the file (and 1-based line) the question is about; with a "
+                        "LINE and no QUERY, the symbol there: its definition, callers, callees and tests")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the ContextPack as JSON")
     fmt.add_argument("--markdown", action="store_true", help="print the ContextPack as markdown (the default)")
@@ -126,6 +129,16 @@ def build_parser() -> argparse.ArgumentParser:
     pi.add_argument("file", nargs="?", default=None, metavar="FILE")
     add_common(pi)
     return parser
+
+
+def _location(text: str) -> tuple[str, int | None]:
+    """`PATH` or `PATH:LINE` (1-based) for `context --at`."""
+    path, sep, line = text.rpartition(":")
+    if sep and line.isdigit() and path:
+        if int(line) < 1:
+            raise argparse.ArgumentTypeError(f"line numbers start at 1: {text}")
+        return path, int(line)
+    return text, None
 
 
 def _positive_float(text: str) -> float:
@@ -369,24 +382,35 @@ def _sites(items: list[dict[str, Any]]) -> str:
 
 def cmd_context(args: argparse.Namespace) -> int:
     query = " ".join(args.query).strip()
-    if query == "-" or (not args.query and sys.stdin is not None and not sys.stdin.isatty()):  # `ctx-lsp context < issue.md`
+    at_symbol = args.at is not None and args.at[1] is not None  # `--at PATH:LINE` alone asks about the symbol there
+    # `ctx-lsp context < issue.md`; never for `--at PATH:LINE` alone, which needs no text (an agent's
+    # stdin may be a pipe nobody closes)
+    if query == "-" or (not args.query and not at_symbol and sys.stdin is not None and not sys.stdin.isatty()):
         query = sys.stdin.read().strip()
-    elif not args.query:
-        raise CliError("a QUERY is needed (or '-' to read it from stdin)")
-    if not query:
+    elif not args.query and not at_symbol:
+        raise CliError("a QUERY is needed (or '-' to read it from stdin, or --at PATH:LINE for the symbol there)")
+    if not query and not at_symbol:
         raise CliError("empty query")
     if args.budget <= 0:
         raise CliError("--budget must be a positive number of tokens")
     from ctx_lsp.retrieval.dense_options import one_shot_options
 
     dense = one_shot_options(workspace_cache_dir(args, workspace_root(args)), args.dense_model, args.no_dense)
+    params: dict[str, Any] = {"query": query, "budget": args.budget}
+    if args.at is not None:
+        params.update(at_path=args.at[0], at_line=args.at[1], cwd=str(Path.cwd()))
     # the daemon runs without the generator: a query that uses it is answered in process
-    pack = None if dense is not None else _try_daemon(args, "context", {"query": query, "budget": args.budget})
+    pack = None if dense is not None else _try_daemon(args, "context", params)
     if pack is None:
+        from ctx_lsp.engine import TargetNotFound
+
         engine = open_engine(args, dense=dense)
         if not engine.index.facts:  # nothing could match: say why rather than only "no matching code"
             print(f"ctx-lsp: note: no Python files are indexed under {engine.root}", file=sys.stderr)
-        pack = engine.context(query, args.budget)
+        try:
+            pack = engine.context_for(params)
+        except (TargetNotFound, ValueError) as exc:
+            raise CliError(str(exc)) from None
     if args.json:
         print(json.dumps(pack, indent=2))
     else:

@@ -148,13 +148,16 @@ class Daemon:
 
     def _context(self, params: dict[str, Any]) -> Any:
         query, budget = params.get("query"), params.get("budget", 4000)
-        if not isinstance(query, str) or not query.strip():
+        if not isinstance(query, str) or not (query.strip() or params.get("at_line")):
             raise UserError("empty query")
         if not isinstance(budget, int) or budget <= 0:
             raise UserError("--budget must be a positive number of tokens")
         with self.engine.lock:
             self._fresh_session()
-            return self.engine.context(query, budget)
+            try:
+                return self.engine.context_for(params)
+            except (TargetNotFound, ValueError) as exc:
+                raise UserError(str(exc)) from None
 
     def _neighbors(self, params: dict[str, Any]) -> Any:
         target, cwd = params.get("target"), params.get("cwd")

@@ -570,7 +570,9 @@ class Retriever:
         expand(self.engine.graph, cands, [node.id], spec, hops=1)
         if checkpoint:
             checkpoint()
-        ranked = cands.ranked()
+        # the symbol asked about leads, before its callers and tests (a test that both calls and
+        # covers it would otherwise outscore it)
+        ranked = sorted(cands.ranked(), key=lambda c: c.node_id != node.id)
         t["score"] = time.perf_counter()
         items = pack(ranked, self.engine.graph, self.source_lines, budget)
         t["pack"] = time.perf_counter()
