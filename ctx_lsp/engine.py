@@ -492,11 +492,22 @@ class Engine:
             if "::" in rel:
                 raise TargetNotFound(f"--at takes a file, not a symbol: {at_path}")
         line = at_line if isinstance(at_line, int) and at_line >= 1 else None
+        if rel is not None:
+            self.check_place(rel, line)
         if not query.strip():
             if rel is None or line is None:
                 raise ValueError("empty query")
             return self.context_at(rel, line, None, budget)
         return self.context(query, budget, path=rel, line=line)
+
+    def check_place(self, rel: str, line: int | None) -> None:
+        """TargetNotFound unless `rel` is an indexed file and `line` (1-based) one of its lines: where a
+        caller says it is working (`context --at`, the MCP tool's `path`/`line`) is never ignored silently."""
+        facts = self.index.facts.get(rel)
+        if facts is None:
+            raise TargetNotFound(f"not an indexed Python file: {rel}")
+        if line is not None and line > max(facts.lines, 1):
+            raise TargetNotFound(f"line {line} is past the end of {rel} ({facts.lines} lines)")
 
     def context_at(self, path: str, line: int, col: int | None = None, budget: int = 4000,
                    checkpoint: Checkpoint | None = None) -> dict[str, Any]:

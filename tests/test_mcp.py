@@ -173,6 +173,8 @@ async def test_bad_arguments_unknown_symbols_and_path_escapes_are_tool_errors(ws
             await err(s, "get_context", {"query": "tax", "path": "../../etc/passwd"}),
         ]
         line_alone = await err(s, "get_context", {"query": "tax", "line": 3})
+        place_not_code = await err(s, "get_context", {"query": "tax", "path": "README.md"})
+        place_past_end = await err(s, "get_context", {"query": "tax", "path": "shop/pricing.py", "line": 9999})
         not_indexed = await err(s, "get_architectural_context", {"file_path": "README.md"})
         absent = await err(s, "get_architectural_context", {"file_path": "shop/nope.py"})
         unknown_tool = await err(s, "no_such_tool", {})
@@ -182,6 +184,8 @@ async def test_bad_arguments_unknown_symbols_and_path_escapes_are_tool_errors(ws
     assert "symbol" in missing and "required" in missing.lower()
     assert "top_n" in wrong_type
     assert "top_n" in too_small
+    assert "not an indexed Python file: README.md" in place_not_code  # never ignored silently
+    assert "line 9999 is past the end of shop/pricing.py" in place_past_end
     assert "budget" in bad_budget
     assert "format" in bad_format
     assert "symbol" in not_a_string

@@ -159,6 +159,8 @@ class Bridge:
         rel = self.rel_path(path) if path else None
         self._fresh()
         try:
+            if rel is not None:
+                self.engine.check_place(rel, line)
             pack = self.engine.context(q, budget, path=rel, line=line)
         except ImportError as exc:
             raise ToolFailure(f"the retrieval engine is not available in this installation ({exc})") from exc
