@@ -180,10 +180,29 @@ class Engine:
             raise TargetNotFound(f"file not in the index: {rel}")
         candidates = self.find_symbols(t)
         if not candidates:
+            commit = self._commit_named(t)
+            if commit is not None:
+                return commit
             if "." in t and not t.endswith(".") and _exists(self.root / t):  # README.md, setup.cfg
                 raise TargetNotFound(f"not an indexed Python file: {t}")
             raise TargetNotFound(f"unknown symbol: {t}")
         return candidates[0].id
+
+    def _commit_named(self, text: str) -> str | None:
+        """The commit node a hash names: in full, or any unique prefix of 7 or more hex digits (`git log
+        --oneline` prints 7); a prefix several commits share raises TargetNotFound naming them."""
+        t = text.lower().removeprefix("commit:")
+        if not (7 <= len(t) <= 40) or any(c not in "0123456789abcdef" for c in t):
+            return None
+        g = self.index.graph
+        if len(t) >= 12:  # a commit node's name is its 12-digit short hash
+            ids = [i for i in g.by_name.get(t[:12], ()) if i.startswith("commit:" + t)]
+        else:
+            ids = sorted(i for name, held in g.by_name.items() if len(name) == 12 and name.startswith(t)
+                         for i in held if i.startswith("commit:"))
+        if len(ids) > 1:
+            raise TargetNotFound(f"ambiguous commit {text}: {', '.join(i[7:19] for i in ids[:5])}")
+        return ids[0] if ids else None
 
     def call_sites(self, node_id: str, direction: str = "in") -> list[Edge]:
         """Every call (CALLS, INSTANTIATES) into `node_id` ("in") or out of it ("out"), one edge per

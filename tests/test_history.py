@@ -141,6 +141,18 @@ def test_neighbors_json_shows_commits(repo: tuple[Path, list[str]], tmp_path: Pa
     assert commits[shas[5]] == {"hash": shas[5], "date": "2021-06-01T09:00:00+00:00", "author": "Carol",
                                 "email": "carol@example.com", "subject": "Simplify sub"}
     assert all(i["kind"] == "commit" and i["direction"] == "in" and i["resolver"] == "git-blame" for i in items)
+    # a commit is a target by the 7-digit hash `git log --oneline` prints, as by its full one
+    by_hash = {}
+    for name in (shas[5][:7], shas[5], f"commit:{shas[5]}"):
+        got = subprocess.run([sys.executable, "-m", "ctx_lsp", "neighbors", "--json", "--root", str(root),
+                              "--cache-dir", str(tmp_path / "cache"), name], capture_output=True, text=True)
+        assert got.returncode == 0, got.stderr
+        by_hash[name] = json.loads(got.stdout)
+    assert {d["target"] for d in by_hash.values()} == {f"commit:{shas[5]}"}
+    assert ("TOUCHED", "pkg/calc.py", "sub") in {(i["edge"], i["path"], i["symbol"]) for i in by_hash[shas[5]]["neighbors"]}
+    text = subprocess.run([sys.executable, "-m", "ctx_lsp", "neighbors", "--root", str(root),
+                           "--cache-dir", str(tmp_path / "cache"), shas[5][:7]], capture_output=True, text=True)
+    assert "[" not in text.stdout  # a commit's edges are its own: no symbol of a file in brackets
 
 
 def test_incremental_save_and_head_move(repo: tuple[Path, list[str]], tmp_path: Path) -> None:

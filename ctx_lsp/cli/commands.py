@@ -323,17 +323,18 @@ def cmd_neighbors(args: argparse.Namespace) -> int:
         more = f" and {len(also) - 3} more" if len(also) > 3 else ""
         print(f"ctx-lsp: note: {args.target.strip()} also names {', '.join(also[:3])}{more}; "
               f"give PATH::NAME to choose", file=sys.stderr)
+    of_file = "::" not in node_id and not node_id.startswith("commit:")  # a file's edges are its symbols' too
     if args.json:
         out = {"target": node_id, "neighbors": [
             {"path": i["path"], "symbol": i["symbol"], "kind": i["kind"], "edge": i["edge"], "direction": i["direction"],
              "site": {"path": i["site"]["path"], "line": i["site"]["line"]}, "resolver": i["resolver"],
              **({"names": i["names"]} if "names" in i else {}), **({"commit": i["commit"]} if "commit" in i else {}),
-             **({"from_symbol": i["from_symbol"]} if "::" not in node_id and i.get("from_symbol") else {})}
+             **({"from_symbol": i["from_symbol"]} if of_file and i.get("from_symbol") else {})}
             for i in items]}
         print(json.dumps(out, indent=2))
         return 0
     print(node_id)
-    for line in neighbor_lines(items, of_file="::" not in node_id):
+    for line in neighbor_lines(items, of_file=of_file):
         print(line)
     return 0
 
