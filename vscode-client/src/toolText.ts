@@ -111,7 +111,12 @@ export function relationsText(asked: string, r: SymbolRelations): string {
       : 'nothing in the workspace index (static edges; dynamic dispatch such as getattr or callbacks is not seen)';
     return `No ${word.split(' ')[0]} found for ${r.symbol}: ${why}.${ambiguity(asked, r.candidates)}`;
   }
-  const lines = [`${r.locations.length} ${word} ${r.symbol}${r.relation === 'callers' ? ' (path:line is the call site)' : ''}:`];
+  // callers come once per call site: count the calling symbols, and the sites when there are more
+  const callers = new Set(r.locations.map((l) => `${l.path}::${l.symbol ?? ''}`)).size;
+  const head = r.relation === 'callers'
+    ? `${callers} ${word} ${r.symbol}${r.locations.length > callers ? `, ${r.locations.length} call sites` : ''} (path:line is the call site):`
+    : `${r.locations.length} ${word} ${r.symbol}:`;
+  const lines = [head];
   for (const l of r.locations) lines.push(`- ${l.path}:${l.line} ${l.symbol ?? ''}${l.reason ? ` (${l.reason})` : ''}`.replace(/ +\(/, ' ('));
   return lines.join('\n') + ambiguity(asked, r.candidates);
 }
