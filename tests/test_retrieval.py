@@ -240,3 +240,31 @@ def test_a_header_split_over_lines_reads_as_written(tmp_path: Path) -> None:
         "class Runner(Base, metaclass=Meta,)",
         "    def start(self, when=(1,), sep='#',) -> None  # line 5",
     ]
+
+
+def test_a_warm_start_answers_as_the_cold_build_it_was_saved_from(tmp_path: Path) -> None:
+    """Every query a pack over a cold build and over the warm start from its cache: equal, including a
+    name defined twice in one file (its second node `handle#2`, named `handle` by both)."""
+    root = tmp_path / "ws"
+    shutil.copytree(FIXTURE, root)
+    (root / "shop" / "dispatch.py").write_text(
+        "from functools import singledispatch\n\nfrom shop.pricing import with_tax\n\n\n@singledispatch\n"
+        "def handle(x):\n    return x\n\n\nif True:\n    def handle(x):\n        return with_tax(x)\n",
+        encoding="utf-8")
+    queries = ["who calls with_tax", "what does handle do", "Fix `handle` so it adds tax: handle(3) returns 3",
+               "which tests cover OrderService", "code related to value added tax"]
+    cold = Engine(root, cache_dir=tmp_path / "cache")
+    assert not cold.open().warm
+    cold.index.wait_saved()
+    warm = Engine(root, cache_dir=tmp_path / "cache")
+    assert warm.open().warm
+
+    def packs(e: Engine) -> list[dict]:
+        out = []
+        for q in queries:
+            p = e.context(q, 2000, record=False)
+            p.pop("timings_ms")
+            out.append(p)
+        return out
+
+    assert packs(warm) == packs(cold)
