@@ -261,7 +261,9 @@ def cmd_index(args: argparse.Namespace) -> int:
             print(f"  dense: {d['vectors']} vectors ({d['embedded']} embedded now) in {d['seconds']:.2f} s, "
                   f"model {d['model']}")
         if summary["errors"]:
-            print(f"  {len(summary['errors'])} problems (first: {summary['errors'][0]['path']}: {summary['errors'][0]['message']})")
+            n, first = len(summary["errors"]), summary["errors"][0]
+            print(f"  {n} problem{'s' if n != 1 else ''} (first: {first['path']}: {first['message']}"
+                  f"{'; all: ctx-lsp index --json' if n > 1 else ''})")
     if not progress.tty:
         print(f"indexed {summary['files']} files in {summary['seconds']:.2f} s", file=sys.stderr)
     return 0
