@@ -146,6 +146,15 @@ async def test_architectural_context_and_search(ws: Path, tmp_path: Path) -> Non
     assert nothing.startswith("no files match")
 
 
+async def test_architectural_context_lists_each_neighbour_once(ws: Path, tmp_path: Path) -> None:
+    async with mcp_session(ws, tmp_path / "cache", tmp_path / "err.log") as s:
+        arch = await ok(s, "get_architectural_context", {"file_path": "shop/pricing.py"})
+    # price_order calls two functions of pricing.py: one neighbour, both of the file's symbols named
+    callers = arch.split("CALLS <- ", 1)[1].splitlines()
+    mine = [ln for ln in callers if " price_order " in ln]
+    assert mine == ["  shop/checkout.py:18 price_order [apply_discount, tax_for]  (sites shop/checkout.py:20, 21, ast-import)"], arch
+
+
 async def test_bad_arguments_unknown_symbols_and_path_escapes_are_tool_errors(ws: Path, tmp_path: Path) -> None:
     outside = tmp_path / "secret.py"
     outside.write_text("def secret():\n    return 1\n")

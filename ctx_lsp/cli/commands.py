@@ -335,52 +335,12 @@ def cmd_neighbors(args: argparse.Namespace) -> int:
             for i in items]}
         print(json.dumps(out, indent=2))
         return 0
+    from ctx_lsp.neighbors_text import neighbor_lines
+
     print(node_id)
     for line in neighbor_lines(items, of_file=of_file):
         print(line)
     return 0
-
-
-SUBJECT_CHARS = 100  # a commit subject in the text listing; --json has it whole
-SITES_SHOWN = 6
-
-
-def neighbor_lines(items: list[dict[str, Any]], of_file: bool) -> list[str]:
-    """`neighbors`' text listing: per edge kind and direction, each neighbour once, with its sites
-    (`path:line, line, …`) and resolvers; for a file, the file's own symbols the edges attach to in
-    brackets. A commit that touched twelve of a file's functions is one line, not twelve."""
-    groups: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
-    for i in items:
-        other = f"{i['path']}::{i['symbol']}" if i["symbol"] else i["path"]
-        if "commit" in i:
-            other = i["commit"]["hash"]
-        groups.setdefault((i["edge"], i["direction"]), {}).setdefault(other, []).append(i)
-    out: list[str] = []
-    for (edge, direction), by_other in groups.items():
-        out.append(f"{edge} {'->' if direction == 'out' else '<-'}")
-        for other, its in by_other.items():
-            name = other
-            if "commit" in its[0]:  # commit nodes have no path: show what a reader needs instead
-                c = its[0]["commit"]
-                subject = c["subject"] if len(c["subject"]) <= SUBJECT_CHARS else c["subject"][: SUBJECT_CHARS - 1] + "…"
-                name = f"{c['hash'][:12]} {c['date'][:10]} {c['author']}: {subject}"
-            mine = sorted({i["from_symbol"] for i in its if of_file and i.get("from_symbol")})
-            via = f" [{', '.join(mine[:4])}{f' +{len(mine) - 4} more' if len(mine) > 4 else ''}]" if mine else ""
-            resolvers = ", ".join(dict.fromkeys(i["resolver"] for i in its))
-            out.append(f"  {name}{via}  ({_sites(its)}, {resolvers})")
-    return out
-
-
-def _sites(items: list[dict[str, Any]]) -> str:
-    """`site a.py:3` or `sites a.py:3, 9, b.py:4 +2 more`: lines of one file after its path."""
-    sites = sorted({(i["site"]["path"], i["site"]["line"]) for i in items})
-    parts: list[str] = []
-    last = None
-    for path, line in sites[:SITES_SHOWN]:
-        parts.append(f"{path}:{line}" if path != last else str(line))
-        last = path
-    more = f" +{len(sites) - SITES_SHOWN} more" if len(sites) > SITES_SHOWN else ""
-    return f"site{'s' if len(sites) > 1 else ''} {', '.join(parts)}{more}"
 
 
 def cmd_context(args: argparse.Namespace) -> int:

@@ -191,19 +191,15 @@ class Bridge:
             arch = self.engine.architectural(rel)
         if fmt == "json":
             return json.dumps(arch, indent=1)
+        from ctx_lsp.neighbors_text import neighbor_lines
+
         total = sum(len(grp["neighbors"]) for grp in arch["groups"])
-        lines = [f"{rel}: typed 1-hop neighbourhood, {total} edges "
-                 f"(-> out of this file or its symbols, <- into them; site = where the edge is written)"]
+        lines = [f"{rel}: typed 1-hop neighbourhood, {total} edges (-> out of this file or its symbols, <- into "
+                 f"them; each neighbour once, [the file's symbols it reaches]; site = where the edge is written)"]
         if not total:
             lines.append("(no edges: nothing in the workspace imports or uses this file, and it uses nothing in it)")
-        for grp in arch["groups"]:
-            arrow = "->" if grp["direction"] == "out" else "<-"
-            lines.append(f"{grp['edge']} {arrow} ({len(grp['neighbors'])})")
-            for nb in grp["neighbors"]:
-                other = f"{nb['path']}:{nb['line']} {nb['symbol']}" if nb["symbol"] else nb["path"]
-                mine = f" [{nb['from_symbol']}]" if nb.get("from_symbol") else ""
-                names = f" names={','.join(nb['names'])}" if nb.get("names") else ""
-                lines.append(f"  {other}{mine}{names}  (site {nb['site']['path']}:{nb['site']['line']}, {nb['resolver']})")
+        items = [nb for grp in arch["groups"] for nb in grp["neighbors"]]
+        lines.extend(neighbor_lines(items, of_file=True, node_lines=True, counts=True))
         return "\n".join(lines)
 
     def semantic_search(self, query: str, top_n: int) -> str:
