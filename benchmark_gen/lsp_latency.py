@@ -31,6 +31,7 @@ READY_TIMEOUT_S = 1800.0  # a cold index of a large workspace inside the server
 # during a cold index a request waits at most seconds; a lost answer fails the run instead of hanging it
 REQUEST_TIMEOUT_S = 120.0
 REFLECT_TIMEOUT_S = 30.0
+EXIT_TIMEOUT_S = 5.0  # for the server to leave after `exit` (or after a failed run, before it is killed)
 
 
 def _nearest_rank(values: list[float], q: float) -> float | None:
@@ -66,6 +67,19 @@ async def _answer(request: Any, what: str) -> Any:
 async def _execute(client: LanguageClient, command: str, arg: Any = None) -> Any:
     return await _answer(client.workspace_execute_command_async(
         types.ExecuteCommandParams(command=command, arguments=[arg or {}])), command)
+
+
+async def _stop(client: LanguageClient) -> None:
+    """Stop the client and its server. pygls's `stop` waits for the server process to exit, which it
+    does only after `exit`: when a run fails before that (an error answer, a timeout), the server is
+    killed, or the benchmark would wait for it for ever."""
+    server = getattr(client, "_server", None)
+    if server is not None and server.returncode is None:
+        try:
+            await asyncio.wait_for(server.wait(), EXIT_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            server.kill()
+    await client.stop()
 
 
 async def _measure(root: Path, cache_dir: Path, edits: int, seed: int) -> dict[str, Any]:
@@ -124,7 +138,7 @@ async def _measure(root: Path, cache_dir: Path, edits: int, seed: int) -> dict[s
         await client.shutdown_async(None)
         client.exit(None)
     finally:
-        await client.stop()
+        await _stop(client)
     return {
         "didchange_p50_ms": round(_nearest_rank(samples, 50) or 0, 2) if samples else None,
         "didchange_p95_ms": round(_nearest_rank(samples, 95) or 0, 2) if samples else None,
@@ -190,7 +204,7 @@ async def _checkout(tree: Path, cache_dir: Path, layout: Callable[[], object], q
         await client.shutdown_async(None)
         client.exit(None)
     finally:
-        await client.stop()
+        await _stop(client)
     return {"settle_s": settle, "status_s": call, "files": files, "indexed_s": indexed}
 
 

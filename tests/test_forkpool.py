@@ -147,6 +147,33 @@ def test_an_index_built_beside_threads_uses_both_cores_and_equals_one_built_in_p
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="a process with threads forks its workers on Linux only")
+def test_no_progress_call_lets_readers_in_while_work_beside_the_bind_pool_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the language server answers requests from its progress callback: a request there read the graph
+    # while the thread beside the bind pool was placing nodes ("dictionary changed size during iteration")
+    from ctx_lsp.index import workspace as ws_mod
+
+    monkeypatch.setattr(ws_mod, "PARALLEL_THRESHOLD", 8)
+    monkeypatch.setattr(ws_mod, "PARALLEL_BYTES", 0)
+    root = tmp_path / "ws"
+    for i in range(24):
+        (root / "pkg").mkdir(parents=True, exist_ok=True)
+        (root / f"pkg/m{i}.py").write_text(f"def f{i}():\n    return {i}\n", encoding="utf-8")
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=2)
+    index.fork_safe = True
+    beside_busy: list[bool] = []
+    index.while_binding.append(lambda changed: time.sleep(0.5))  # slow work beside the pool
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage == "binding":
+            beside_busy.append(any(t.name == "ctx-lsp-while-binding" and t.is_alive() for t in threading.enumerate()))
+
+    index.load_or_build(progress)
+    assert index.workers_used.get("bind") == 2, index.workers_used
+    assert beside_busy and not any(beside_busy), beside_busy
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a process with threads forks its workers on Linux only")
 def test_binding_falls_back_to_this_process_when_the_workers_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                   caplog: pytest.LogCaptureFixture) -> None:
     from ctx_lsp.index import workspace as ws_mod

@@ -260,3 +260,34 @@ def test_a_request_the_server_never_answers_fails_the_run_loudly(monkeypatch: py
 
     with pytest.raises(TimeoutError, match="did not answer ctx.indexStatus within"):
         asyncio.run(lsp_latency._answer(never(), "ctx.indexStatus"))
+
+
+def test_a_failed_server_run_stops_its_server_instead_of_waiting_for_it(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """pygls's `stop` waits for the server to exit, which it does only after `exit`: a run that failed
+    before (here the checkout's layout raises) once waited for ever. The server is killed instead."""
+    import threading
+
+    from benchmark_gen import lsp_latency
+
+    monkeypatch.setattr(lsp_latency, "EXIT_TIMEOUT_S", 0.5, raising=False)
+    tree = tmp_path / "ws"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / "m.py").write_text("def f():\n    return 1\n", encoding="utf-8")
+
+    def layout() -> None:
+        raise RuntimeError("the layout failed")
+
+    outcome: list[BaseException | dict] = []
+
+    def run() -> None:
+        try:
+            outcome.append(lsp_latency.checkout_settle(tree, tmp_path / "cache", layout, quiet_s=0.1))
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            outcome.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive(), "the benchmark still waits for the server it did not stop"
+    assert isinstance(outcome[0], RuntimeError) and "the layout failed" in str(outcome[0])

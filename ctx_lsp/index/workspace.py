@@ -916,13 +916,18 @@ class WorkspaceIndex:
                         try:
                             for part in pool.results():
                                 out.extend(part)
-                                if progress:
+                                # a progress call may let readers in (the language server answers
+                                # between batches): never while the update's own work beside the pool
+                                # still writes the graph and the lexical indexes
+                                if progress and (beside is None or not beside.is_alive()):
                                     progress("binding", len(out), total)
                         finally:
                             if beside is not None:
                                 beside.join()
                     if failed:
                         raise failed[0]
+                    if progress:
+                        progress("binding", len(out), total)  # all in, and nothing runs beside any more
                     self.workers_used["bind"] = self.workers
                     return out
                 except ForkPoolError as exc:
