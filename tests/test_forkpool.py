@@ -110,13 +110,21 @@ def test_a_worker_forked_beside_a_thread_reading_stdin_finishes(monkeypatch: pyt
         os.close(w)
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="a process with threads forks its workers on Linux only")
-def test_an_index_built_beside_threads_uses_both_cores_and_equals_one_built_in_process(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+LINUX_FORKS = pytest.mark.skipif(sys.platform != "linux", reason="a process with threads forks its workers on Linux only")
+
+
+@pytest.fixture
+def small_pools(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pools for a workspace of a few files (the thresholds keep small workspaces in process)."""
     from ctx_lsp.index import workspace as ws_mod
 
     monkeypatch.setattr(ws_mod, "PARALLEL_THRESHOLD", 8)
     monkeypatch.setattr(ws_mod, "PARALLEL_BYTES", 0)
+
+
+@LINUX_FORKS
+def test_an_index_built_beside_threads_uses_both_cores_and_equals_one_built_in_process(
+        tmp_path: Path, small_pools: None) -> None:
     root = tmp_path / "ws"
     files = {"pkg/__init__.py": "", "pkg/util.py": "class Base:\n    def run(self):\n        return 1\n"}
     files |= {f"pkg/m{i}.py": f"from pkg.util import Base\n\n\nclass C{i}(Base):\n    def go(self):\n"
@@ -146,15 +154,10 @@ def test_an_index_built_beside_threads_uses_both_cores_and_equals_one_built_in_p
     assert got == want, diff(got, want)
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="a process with threads forks its workers on Linux only")
-def test_no_progress_call_lets_readers_in_while_work_beside_the_bind_pool_writes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@LINUX_FORKS
+def test_no_progress_call_lets_readers_in_while_work_beside_the_bind_pool_writes(tmp_path: Path, small_pools: None) -> None:
     # the language server answers requests from its progress callback: a request there read the graph
     # while the thread beside the bind pool was placing nodes ("dictionary changed size during iteration")
-    from ctx_lsp.index import workspace as ws_mod
-
-    monkeypatch.setattr(ws_mod, "PARALLEL_THRESHOLD", 8)
-    monkeypatch.setattr(ws_mod, "PARALLEL_BYTES", 0)
     root = tmp_path / "ws"
     for i in range(24):
         (root / "pkg").mkdir(parents=True, exist_ok=True)
