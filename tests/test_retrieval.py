@@ -268,3 +268,13 @@ def test_a_warm_start_answers_as_the_cold_build_it_was_saved_from(tmp_path: Path
         return out
 
     assert packs(warm) == packs(cold)
+
+
+def test_markdown_says_whose_a_merged_reason_is() -> None:
+    # a file chosen by BM25 merged into the function that spans it: "bm25; bm25" read as a duplicate
+    from ctx_lsp.retrieval.render import _reason_line
+
+    item = {"reasons": [{"via": "bm25", "from": None, "weight": 2.0},
+                        {"via": "bm25", "from": None, "weight": 1.6745, "merged": "pkg/crlf.py"},
+                        {"via": "CALLS<-", "from": "pkg/a.py::g", "weight": 0.5, "merged": "pkg/crlf.py::inner"}]}
+    assert _reason_line(item) == "bm25 (2.00); bm25 of pkg/crlf.py (1.67); CALLS<- from pkg/a.py::g of pkg/crlf.py::inner (0.50)"

@@ -9,7 +9,9 @@ def _reason_line(item: dict[str, Any]) -> str:
     parts = []
     for r in item.get("reasons", [])[:4]:
         src = r.get("from")
-        parts.append(f"{r['via']}" + (f" from {src}" if src else "") + f" ({r['weight']:.2f})")
+        # a reason of a candidate this item's span holds (its file, a nested def): say whose it is
+        of = f" of {r['merged']}" if r.get("merged") else ""
+        parts.append(f"{r['via']}" + (f" from {src}" if src else "") + of + f" ({r['weight']:.2f})")
     return "; ".join(parts)
 
 
