@@ -278,3 +278,19 @@ def test_markdown_says_whose_a_merged_reason_is() -> None:
                         {"via": "bm25", "from": None, "weight": 1.6745, "merged": "pkg/crlf.py"},
                         {"via": "CALLS<-", "from": "pkg/a.py::g", "weight": 0.5, "merged": "pkg/crlf.py::inner"}]}
     assert _reason_line(item) == "bm25 (2.00); bm25 of pkg/crlf.py (1.67); CALLS<- from pkg/a.py::g of pkg/crlf.py::inner (0.50)"
+
+
+def test_a_place_in_the_question_is_its_cursor(engine: Engine) -> None:
+    # "what does shop/pricing.py:LINE do": the symbol at that line leads, as at an editor's cursor;
+    # `shop` is part of the path, not a name to look up
+    line = next(i for i, text in enumerate((FIXTURE / "shop" / "pricing.py").read_text().splitlines(), 1)
+                if text.startswith("def with_tax"))
+    pack = engine.context(f"who calls shop/pricing.py:{line + 1}", 3000, record=False)
+    assert pack["plan"]["at"] == f"shop/pricing.py:{line + 1}" and "shop" not in pack["plan"]["mentions"]
+    assert pack["items"][0]["symbol"] == "with_tax"
+    assert any(r["via"] == "cursor" for r in pack["items"][0]["reasons"])
+    assert "OrderService.place" in _symbols(pack)  # its caller, as for "who calls with_tax"
+    # a place past the end of the file, or in no indexed file, is no cursor
+    assert "at" in engine.context("what does shop/pricing.py:9999 do", 1000, record=False)["plan"]
+    assert not any(r["via"] == "cursor" for i in engine.context("what does shop/pricing.py:9999 do", 1000, record=False)["items"]
+                   for r in i["reasons"])

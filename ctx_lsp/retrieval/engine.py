@@ -313,6 +313,9 @@ class Retriever:
             plan.soft = [s for s in prose.soft if s[0].lower() not in project]
             if evidence.search.strip():
                 plan.query = evidence.search  # lexical search reads the issue without its template and markup
+        if path is None and plan.place is not None:
+            # "what does parse.py:91 do": that place is the question's cursor, as an editor's would be
+            path, line = self._place_of(plan.place)
         t["plan"] = time.perf_counter()
         check()
         q = Query(self, plan, evidence, Candidates(), features, path, line, explain=explain)
@@ -551,6 +554,16 @@ class Retriever:
         if not out:
             out = [c.node_id for c in cands.ranked()[:n]]
         return out
+
+    def _place_of(self, place: tuple[str, int]) -> tuple[str | None, int | None]:
+        """The indexed file a question's `path.py:LINE` names (the path itself, else the shortest path
+        ending in it) and the line, if the file has it; else (None, None)."""
+        named, line = place
+        facts = self.engine.index.facts
+        hits = sorted((p for p in facts if p == named or p.endswith("/" + named)), key=lambda p: (len(p), p))
+        if not hits or line > facts[hits[0]].lines:
+            return None, None
+        return hits[0], line
 
     def context_at(self, path: str, line: int, col: int | None, budget: int = 4000,
                    checkpoint: Callable[[], None] | None = None) -> dict[str, Any]:

@@ -57,6 +57,7 @@ _SESSION = re.compile(
 
 _QUOTED = re.compile(r"`([^`]+)`|\"([^\"]+)\"|'([^']+)'")
 _PATH = re.compile(r"(?<![\w/.])((?:[\w.-]+/)+[\w.-]+\.py|[\w-]+\.py)\b")
+_PATH_LINE = re.compile(_PATH.pattern + r":(\d+)\b")  # `pkg/mod.py:91`, as editors, linters and grep print it
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 _ERROR = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Warning))\b(?::\s*(.+))?")
@@ -75,6 +76,7 @@ class Plan:
     temporal: bool = False
     soft: list[tuple[str, str | None, str]] = field(default_factory=list)  # (word, kind hint, role)
     task: bool = False  # long or multi-sentence text: a task such as a pasted issue (evidence.is_task_text)
+    place: tuple[str, int] | None = None  # a question's `path.py:LINE`: where it asks about (a cursor)
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"trigger": self.trigger, "operators": self.operators, "mentions": self.mentions}
@@ -82,6 +84,8 @@ class Plan:
             out["described"] = [w for w, _, _ in self.soft]
         if self.task:
             out["task"] = True
+        if self.place is not None:
+            out["at"] = f"{self.place[0]}:{self.place[1]}"
         return out
 
 
@@ -114,7 +118,11 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
         q2 = q.strip().rstrip("()")
         if re.fullmatch(r"[A-Za-z_][\w.]*", q2) or _PATH.fullmatch(q2):
             add(q2)
+    path_spans = []
     for m in _PATH.finditer(text):
+        path_spans.append(m.span())
+        if text[m.end():m.end() + 1] == ":" and text[m.end() + 1:m.end() + 2].isdigit():
+            continue  # `path.py:LINE` is a place (Plan.place), not the whole file
         add(m.group(1))
     for m in _DOTTED.finditer(text):
         d = m.group(0)
@@ -140,8 +148,8 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
             k -= 1
         sentence_initial = sentence_start or k < 0 or text[k] in ".?!:\n"
         sentence_start = False
-        if word in dotted_parts or word.lower() == "py":
-            continue
+        if word in dotted_parts or word.lower() == "py" or any(a <= start < b for a, b in path_spans):
+            continue  # a part of a dotted name or of a path (`ctx_lsp` in `ctx_lsp/index/parse.py`)
         followed_by_call = text[m.end():m.end() + 2] == "()"
         if _looks_like_identifier(word, sentence_initial) or followed_by_call:
             if word.isupper() and not followed_by_call and is_symbol is not None and not is_symbol(word):
@@ -202,7 +210,9 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
         operators = ["definition"]
     order = {op: i for i, op in enumerate(OPERATORS)}
     operators = sorted(set(operators), key=order.__getitem__)
-    return Plan(text, trigger, operators, mentions, concepts, quoted, errors, instruction, temporal, soft, task)
+    at = _PATH_LINE.search(text) if not task else None
+    place = (at.group(1), int(at.group(2))) if at is not None and int(at.group(2)) >= 1 else None
+    return Plan(text, trigger, operators, mentions, concepts, quoted, errors, instruction, temporal, soft, task, place)
 
 
 _VERBS = frozenset("""find return returns update updates make add fix change rename get set show list explain describe

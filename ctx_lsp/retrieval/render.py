@@ -28,7 +28,8 @@ def to_markdown(pack: dict[str, Any]) -> str:
         f"# Context for: {query}",
         "",
         f"_plan: {plan.get('trigger')}; operators: {', '.join(plan.get('operators', [])) or '-'}; "
-        f"mentions: {shown or '-'}; {pack['tokens']}/{pack['budget']} tokens"
+        f"mentions: {shown or '-'}; " + (f"at: {plan['at']}; " if plan.get("at") else "")
+        + f"{pack['tokens']}/{pack['budget']} tokens"
         + ("; index is still building (stale)" if pack.get("stale") else "") + "_",
         "",
     ]
