@@ -118,11 +118,12 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
         q2 = q.strip().rstrip("()")
         if re.fullmatch(r"[A-Za-z_][\w.]*", q2) or _PATH.fullmatch(q2):
             add(q2)
+    task = is_task_text(text)
     path_spans = []
     for m in _PATH.finditer(text):
         path_spans.append(m.span())
-        if text[m.end():m.end() + 1] == ":" and text[m.end() + 1:m.end() + 2].isdigit():
-            continue  # `path.py:LINE` is a place (Plan.place), not the whole file
+        if not task and text[m.end():m.end() + 1] == ":" and text[m.end() + 1:m.end() + 2].isdigit():
+            continue  # a question's `path.py:LINE` is a place (Plan.place), not the whole file
         add(m.group(1))
     for m in _DOTTED.finditer(text):
         d = m.group(0)
@@ -186,7 +187,6 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
         if is_symbol is not None and is_symbol(name):
             add(name)
 
-    task = is_task_text(text)
     # Task text (a pasted issue) is about code, and says "before", "previously", "again" of versions:
     # only session phrasing asks memory; and its many words would match every operator's pattern.
     operators = [] if task else [op for op, pat in _RULES if pat.search(low)]
