@@ -408,14 +408,14 @@ class Engine:
             "history": ("in", (EdgeKind.TOUCHED.value,)),
         }
         direction, kinds = spec[relation]
+        arrow = "<-" if direction == "in" else "->"
+
+        def item(n: Node, e: Edge) -> dict[str, Any]:
+            return {"node": n, "edge": e,
+                    "reason": f"{e.kind}{arrow} {node.qualname or node.path} at {e.path}:{e.line} ({e.resolver})"}
+
         if relation == "callers" and every_site:
-            sites = []
-            for e in self.call_sites(node_id, "in"):
-                n = g.node(e.src)
-                if n is not None:
-                    sites.append({"node": n, "edge": e,
-                                  "reason": f"{e.kind}<- {node.qualname or node.path} at {e.path}:{e.line} ({e.resolver})"})
-            return sites
+            return [item(n, e) for e in self.call_sites(node_id, "in") if (n := g.node(e.src)) is not None]
         ids = [node_id]
         if relation == "importers" and node.qualname is not None:
             ids = [node.path]
@@ -435,9 +435,7 @@ class Engine:
                     n = g.node(other)
                     if n is None:
                         continue
-                    arrow = "<-" if direction == "in" else "->"
-                    out.append({"node": n, "edge": e,
-                                "reason": f"{e.kind}{arrow} {node.qualname or node.path} at {e.path}:{e.line} ({e.resolver})"})
+                    out.append(item(n, e))
                     nxt.append(other)
             frontier = nxt
             depth += 1

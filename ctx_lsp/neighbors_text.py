@@ -35,8 +35,9 @@ def neighbor_lines(items: list[dict[str, Any]], of_file: bool, node_lines: bool 
             if "commit" in first:  # commit nodes have no path: show what a reader needs instead
                 c = first["commit"]
                 subject = c["subject"] if len(c["subject"]) <= SUBJECT_CHARS else c["subject"][: SUBJECT_CHARS - 1] + "…"
-                name = f"commit {c['hash'][:12]} {c['date'][:10]} {c['author']}: {subject}" if node_lines else \
-                    f"{c['hash'][:12]} {c['date'][:10]} {c['author']}: {subject}"
+                name = f"{c['hash'][:12]} {c['date'][:10]} {c['author']}: {subject}"
+                if node_lines:
+                    name = f"commit {name}"
             elif node_lines and first["symbol"]:
                 name = f"{first['path']}:{first['line']} {first['symbol']}"
             mine = sorted({i["from_symbol"] for i in its if of_file and i.get("from_symbol")})

@@ -57,7 +57,7 @@ _SESSION = re.compile(
 
 _QUOTED = re.compile(r"`([^`]+)`|\"([^\"]+)\"|'([^']+)'")
 _PATH = re.compile(r"(?<![\w/.])((?:[\w.-]+/)+[\w.-]+\.py|[\w-]+\.py)\b")
-_PATH_LINE = re.compile(_PATH.pattern + r":(\d+)\b")  # `pkg/mod.py:91`, as editors, linters and grep print it
+_LINE_AFTER = re.compile(r":(\d+)\b")  # `pkg/mod.py:91`, as editors, linters and grep print a place
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 _ERROR = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Warning))\b(?::\s*(.+))?")
@@ -120,10 +120,14 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
             add(q2)
     task = is_task_text(text)
     path_spans = []
+    place: tuple[str, int] | None = None
     for m in _PATH.finditer(text):
         path_spans.append(m.span())
-        if not task and text[m.end():m.end() + 1] == ":" and text[m.end() + 1:m.end() + 2].isdigit():
-            continue  # a question's `path.py:LINE` is a place (Plan.place), not the whole file
+        at = _LINE_AFTER.match(text, m.end()) if not task else None
+        if at is not None:  # a question's `path.py:LINE` is a place (its cursor), not the whole file
+            if place is None and int(at.group(1)) >= 1:
+                place = (m.group(1), int(at.group(1)))
+            continue
         add(m.group(1))
     for m in _DOTTED.finditer(text):
         d = m.group(0)
@@ -210,8 +214,6 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
         operators = ["definition"]
     order = {op: i for i, op in enumerate(OPERATORS)}
     operators = sorted(set(operators), key=order.__getitem__)
-    at = _PATH_LINE.search(text) if not task else None
-    place = (at.group(1), int(at.group(2))) if at is not None and int(at.group(2)) >= 1 else None
     return Plan(text, trigger, operators, mentions, concepts, quoted, errors, instruction, temporal, soft, task, place)
 
 
