@@ -527,3 +527,26 @@ def test_rare_words_of_the_task_pin_the_few_files_that_use_them(tmp_path: Path) 
     reasons = {f["path"]: {r["via"]: r for r in f["reasons"]} for f in ranked}
     assert reasons["shop/export.py"]["rare"]["value"] == 1.0, reasons
     assert ranked[0]["path"] == "shop/export.py", ranked
+
+
+def test_a_links_host_and_page_name_no_code_but_its_file_and_anchor_do() -> None:
+    text = ("escape() duplicates the stdlib\n\nSee https://docs.python.org/3/library/html.html#html.escape and "
+            "https://docs.djangoproject.com/en/3.2/ref/settings/#std:setting-CSRF_TRUSTED_ORIGINS, and the code at "
+            "https://github.com/org/shop/blob/stable/1.x/shop/pricing/discounts.py#L4 which we call.\n")
+    mentions = make_plan(text).mentions
+    assert "html.escape" in mentions and "CSRF_TRUSTED_ORIGINS" in mentions  # anchors name objects and settings
+    assert "1.x/shop/pricing/discounts.py" in mentions  # the linked file (a branch with a slash in front)
+    for junk in ("html.html", "docs.python", "L4", "library"):
+        assert junk not in mentions
+    ev = extract_evidence(text)
+    assert "html.html" not in ev.dotted and "html.escape" in ev.dotted
+    assert "1.x/shop/pricing/discounts.py" in ev.paths
+
+
+def test_a_link_to_a_file_on_a_branch_whose_name_holds_a_slash_finds_the_file(engine: Engine) -> None:
+    text = ("Rounding is off\n\nThe rate check at "
+            "https://github.com/org/shop/blob/release/1.x/shop/pricing/discounts.py#L3 compares the wrong way.\n")
+    pack = _ctx(engine, text)
+    assert pack["files"][0]["path"] == "shop/pricing/discounts.py"
+    assert any(r["via"] == "symbol-file" for it in pack["items"] for r in it["reasons"]
+               if it["path"] == "shop/pricing/discounts.py")

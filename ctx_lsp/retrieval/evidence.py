@@ -106,6 +106,29 @@ _NOT_PYTHON = frozenset({"bash", "sh", "shell", "console", "text", "txt", "ini",
                          "html", "xml", "css", "js", "javascript", "diff", "patch", "sql", "rst", "cfg", "none",
                          "output", "pytb", "traceback", "make", "makefile", "dockerfile", "csv", "tex", "latex"})
 _URL = re.compile(r"https?://\S+")
+_REPO_FILE = re.compile(r"/(?:blob|tree|raw|src|browser)/[^/\s]+/(\S+?\.py)\b")
+_ANCHOR = re.compile(r"#([^\s#]+?)[)\].,;:'\">]*$")
+_LINE_ANCHOR = re.compile(r"L\d+(?:-L\d+)?")  # a line of a file on GitHub
+
+
+def blank_urls(text: str) -> str:
+    """`text` with every link blanked out (offsets kept: the same length) except what in it names code:
+    a repository link's file path (`.../blob/main/pkg/mod.py#L10`) and the anchor of a documentation
+    page, which Sphinx makes of the object's dotted name or the setting's (`#django.db.models.Field`,
+    `#std-setting-DATABASES`; hyphens and colons become spaces). The rest of a link (host, page path,
+    query) holds words like `html.html` or `docs` that name nothing in the workspace."""
+
+    def keep(m: re.Match[str]) -> str:
+        url = m.group(0)
+        out = [" "] * len(url)
+        for pat in (_REPO_FILE, _ANCHOR):
+            k = pat.search(url)
+            if k is not None and not (pat is _ANCHOR and _LINE_ANCHOR.fullmatch(k.group(1))):
+                a, b = k.span(1)
+                out[a:b] = url[a:b].replace("-", " ").replace(":", " ") if pat is _ANCHOR else url[a:b]
+        return "".join(out)
+
+    return _URL.sub(keep, text)
 
 
 def extract_evidence(text: str) -> TaskEvidence:
@@ -138,7 +161,7 @@ def extract_evidence(text: str) -> TaskEvidence:
     prose = clean_prose(_cut(text, blocks))
     ev.prose = prose
     ev.search = _clean_between(text, blocks)
-    without_urls = _URL.sub(" ", text)
+    without_urls = blank_urls(text)
     seen_codes: set[str] = set()
     for m in _CODE_TOKEN.finditer(without_urls):
         c = m.group(1)

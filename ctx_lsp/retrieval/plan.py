@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ctx_lsp.retrieval.evidence import PROSE_ABBREVIATIONS, is_task_text
+from ctx_lsp.retrieval.evidence import PROSE_ABBREVIATIONS, blank_urls, is_task_text
 from ctx_lsp.retrieval.text import STOPWORDS
 
 EXPLICIT_SYMBOL = "EXPLICIT_SYMBOL"
@@ -121,15 +121,16 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
     task = is_task_text(text)
     path_spans = []
     place: tuple[str, int] | None = None
-    for m in _PATH.finditer(text):
+    scan = blank_urls(text)  # a link's host and page path name no code (same offsets as `text`)
+    for m in _PATH.finditer(scan):
         path_spans.append(m.span())
-        at = _LINE_AFTER.match(text, m.end()) if not task else None
+        at = _LINE_AFTER.match(scan, m.end()) if not task else None
         if at is not None:  # a question's `path.py:LINE` is a place (its cursor), not the whole file
             if place is None and int(at.group(1)) >= 1:
                 place = (m.group(1), int(at.group(1)))
             continue
         add(m.group(1))
-    for m in _DOTTED.finditer(text):
+    for m in _DOTTED.finditer(scan):
         d = m.group(0)
         if d.endswith(".py") or any(d == p or p.endswith(d) for p in mentions):
             continue
@@ -145,7 +146,7 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
     declared = {m.group(1) for m in _DECLARED.finditer(text)}
     dotted_parts = {part for x in mentions if "." in x for part in x.split(".")}
     sentence_start = True
-    for m in _IDENT.finditer(text):
+    for m in _IDENT.finditer(scan):
         word = m.group(0)
         start = m.start()
         k = start - 1
