@@ -175,7 +175,7 @@ def test_markdown_rendering(engine: Engine) -> None:
     pack = engine.context("who calls apply_discount", 4000, record=False)
     md = to_markdown(pack)
     assert md.startswith("# Context for: who calls apply_discount")
-    assert "## shop/orders.py:" in md and "```python" in md and "why: CALLS<-" in md
+    assert "## shop/orders.py:" in md and "```python" in md and "why: calls shop/pricing.py::apply_discount" in md
 
 
 def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -277,7 +277,23 @@ def test_markdown_says_whose_a_merged_reason_is() -> None:
     item = {"reasons": [{"via": "bm25", "from": None, "weight": 2.0},
                         {"via": "bm25", "from": None, "weight": 1.6745, "merged": "pkg/crlf.py"},
                         {"via": "CALLS<-", "from": "pkg/a.py::g", "weight": 0.5, "merged": "pkg/crlf.py::inner"}]}
-    assert _reason_line(item) == "bm25 (2.00); bm25 of pkg/crlf.py (1.67); CALLS<- from pkg/a.py::g of pkg/crlf.py::inner (0.50)"
+    assert _reason_line(item) == "bm25 (2.00); bm25 of pkg/crlf.py (1.67); pkg/crlf.py::inner calls pkg/a.py::g (0.50)"
+
+
+def test_markdown_says_an_edge_reason_as_what_the_item_is_to_its_source() -> None:
+    # `CALLS<- from f` read as "called from f": the item calls f
+    from ctx_lsp.retrieval.render import reason_text
+
+    def says(via: str) -> str:
+        return reason_text({"via": via, "from": "pkg/a.py::f", "weight": 1.0})
+
+    assert says("CALLS<-") == "calls pkg/a.py::f (1.00)"
+    assert says("CALLS->") == "called by pkg/a.py::f (1.00)"
+    assert says("COVERS<-") == "tests pkg/a.py::f (1.00)"
+    assert says("INHERITS<-") == "subclass of pkg/a.py::f (1.00)"
+    assert says("CONTAINS->") == "in pkg/a.py::f (1.00)"
+    assert says("REFERENCES/import<-") == "imports pkg/a.py::f (1.00)"
+    assert says("hop-resolved") == "hop-resolved from pkg/a.py::f (1.00)"
 
 
 def test_a_place_in_the_question_is_its_cursor(engine: Engine) -> None:

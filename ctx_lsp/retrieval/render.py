@@ -4,15 +4,38 @@ from __future__ import annotations
 
 from typing import Any
 
+# an edge a candidate was reached by, as what the candidate is to the node it was reached from:
+# `CALLS<-` from f means the candidate calls f (the edge points at f), `CALLS->` that f calls it
+_RELATION = {
+    "CALLS<-": "calls", "CALLS->": "called by",
+    "REFERENCES<-": "refers to", "REFERENCES->": "referred to by",
+    "REFERENCES/import<-": "imports", "REFERENCES/import->": "imported by",
+    "IMPORTS<-": "imports", "IMPORTS->": "imported by",
+    "INHERITS<-": "subclass of", "INHERITS->": "base class of",
+    "INSTANTIATES<-": "instantiates", "INSTANTIATES->": "instantiated by",
+    "OVERRIDES<-": "overrides", "OVERRIDES->": "overridden by",
+    "COVERS<-": "tests", "COVERS->": "tested by",
+    "CONTAINS<-": "contains", "CONTAINS->": "in",
+    "TOUCHED<-": "touched", "TOUCHED->": "touched by",
+}
+
+
+def reason_text(r: dict[str, Any]) -> str:
+    """One reason in words: `calls pkg/a.py::f (2.85)` for an edge (`via` CALLS<-, `from` f), naming
+    the candidate a merged reason is of (`pkg/b.py::inner calls pkg/a.py::f`); else the generator and
+    its source: `bm25 (1.98)`, `bm25 of pkg/a.py (1.67)`."""
+    src = r.get("from")
+    merged = r.get("merged")  # a reason of a candidate this item's span holds (its file, a nested def)
+    relation = _RELATION.get(r["via"]) if src else None
+    if relation:
+        text = (f"{merged} " if merged else "") + f"{relation} {src}"
+    else:
+        text = r["via"] + (f" from {src}" if src else "") + (f" of {merged}" if merged else "")
+    return f"{text} ({r['weight']:.2f})"
+
 
 def _reason_line(item: dict[str, Any]) -> str:
-    parts = []
-    for r in item.get("reasons", [])[:4]:
-        src = r.get("from")
-        # a reason of a candidate this item's span holds (its file, a nested def): say whose it is
-        of = f" of {r['merged']}" if r.get("merged") else ""
-        parts.append(f"{r['via']}" + (f" from {src}" if src else "") + of + f" ({r['weight']:.2f})")
-    return "; ".join(parts)
+    return "; ".join(reason_text(r) for r in item.get("reasons", [])[:4])
 
 
 def to_markdown(pack: dict[str, Any]) -> str:

@@ -41,10 +41,30 @@ export function spanLabel(item: ContextItem): string {
   return end && end !== start ? `${item.path}:${start}-${end}` : `${item.path}:${start}`;
 }
 
-/** One reason as text: `CALLS<- from pkg/models.py::Repo.save (3.0)`. */
+/** An edge a candidate was reached by, as what the item is to the node it was reached from
+ * (`CALLS<-` from f: the item calls f), as the CLI's markdown says it (ctx_lsp/retrieval/render.py). */
+const RELATION: Record<string, string> = {
+  'CALLS<-': 'calls', 'CALLS->': 'called by',
+  'REFERENCES<-': 'refers to', 'REFERENCES->': 'referred to by',
+  'REFERENCES/import<-': 'imports', 'REFERENCES/import->': 'imported by',
+  'IMPORTS<-': 'imports', 'IMPORTS->': 'imported by',
+  'INHERITS<-': 'subclass of', 'INHERITS->': 'base class of',
+  'INSTANTIATES<-': 'instantiates', 'INSTANTIATES->': 'instantiated by',
+  'OVERRIDES<-': 'overrides', 'OVERRIDES->': 'overridden by',
+  'COVERS<-': 'tests', 'COVERS->': 'tested by',
+  'CONTAINS<-': 'contains', 'CONTAINS->': 'in',
+  'TOUCHED<-': 'touched', 'TOUCHED->': 'touched by',
+};
+
+/** The words of a reason without its weight: `calls pkg/models.py::Repo.save`, `symbol-exact`. */
+export function reasonWords(r: Reason): string {
+  const relation = r.from ? RELATION[r.via] : undefined;
+  return relation ? `${relation} ${r.from}` : r.from ? `${r.via} from ${r.from}` : r.via;
+}
+
+/** One reason as text: `calls pkg/models.py::Repo.save (3.0)`. */
 export function reasonLabel(r: Reason): string {
-  let s = r.via;
-  if (r.from) s += ` from ${r.from}`;
+  let s = reasonWords(r);
   if (typeof r.weight === 'number') s += ` (${formatNumber(r.weight)})`;
   return s;
 }
@@ -162,7 +182,7 @@ export function packToHtml(pack: ContextPack, opt: HtmlOptions): string {
   const rows = items
     .map((item, i) => {
       const reasons = (item.reasons ?? [])
-        .map((r) => `<li><code>${e(r.via)}</code>${r.from ? ` from <code>${e(r.from)}</code>` : ''}${typeof r.weight === 'number' ? ` <span class="dim">(${e(formatNumber(r.weight))})</span>` : ''}</li>`)
+        .map((r) => `<li>${RELATION[r.via] && r.from ? `${e(RELATION[r.via])} <code>${e(r.from)}</code>` : `<code>${e(r.via)}</code>${r.from ? ` from <code>${e(r.from)}</code>` : ''}`}${typeof r.weight === 'number' ? ` <span class="dim">(${e(formatNumber(r.weight))})</span>` : ''}</li>`)
         .join('');
       const meta = [item.kind, item.detail].filter(Boolean).map((s) => e(String(s))).join(' · ');
       const text = item.text ? `<details${i < 3 ? ' open' : ''}><summary>source</summary><pre><code>${e(item.text.replace(/\s+$/, ''))}</code></pre></details>` : '';

@@ -31,7 +31,9 @@ test('spanLabel uses 1-based inclusive lines', () => {
 
 test('reasonLabel shows via, from and weight', () => {
   assert.equal(reasonLabel({ via: 'symbol-exact', from: null, weight: 3 }), 'symbol-exact (3.0)');
-  assert.equal(reasonLabel({ via: 'CALLS<-', from: 'a.py::f', weight: 0.333 }), 'CALLS<- from a.py::f (0.33)');
+  assert.equal(reasonLabel({ via: 'CALLS<-', from: 'a.py::f', weight: 0.333 }), 'calls a.py::f (0.33)');
+  assert.equal(reasonLabel({ via: 'COVERS->', from: 'a.py::f', weight: 1 }), 'tested by a.py::f (1.0)');
+  assert.equal(reasonLabel({ via: 'hop-resolved', from: 'a.py::f', weight: 1 }), 'hop-resolved from a.py::f (1.0)');
   assert.equal(reasonLabel({ via: 'bm25' }), 'bm25');
 });
 
@@ -46,7 +48,7 @@ test('packToMarkdown renders header, items, reasons and fenced code', () => {
   assert.match(md, /_2 items · 310 \/ 4000 tokens \(8%\) · plan: EXPLICIT_SYMBOL → callers_/);
   assert.match(md, /## 1\. shop\/models\.py:4-9 — `Repository\.save` \(method, full\)/);
   assert.match(md, /## 2\. shop\/service\.py:12 — `OrderService\.place` \(method, signature\)/);
-  assert.match(md, /reasons: CALLS<- from shop\/models\.py::Repository\.save \(0\.8\); bm25 \(0\.33\)/);
+  assert.match(md, /reasons: calls shop\/models\.py::Repository\.save \(0\.8\); bm25 \(0\.33\)/);
   assert.match(md, /```python\n {4}def save\(self, order\):\n {8}self\.items\.append\(order\)\n```/);
   // Item order is rank order.
   assert.ok(md.indexOf('shop/models.py') < md.indexOf('shop/service.py'));
@@ -79,7 +81,7 @@ test('packToHtml escapes text, links every item and has the actions', () => {
   assert.ok(html.includes('Copy as Markdown') && html.includes('Open All'));
   assert.ok(html.includes("script-src 'nonce-N0NCE'"));
   assert.ok(html.includes('310 / 4000 tokens (8%)'));
-  assert.ok(html.includes('<code>CALLS&lt;-</code> from <code>shop/models.py::Repository.save</code>'));
+  assert.ok(html.includes('calls <code>shop/models.py::Repository.save</code>'));
   // every script/style element carries the nonce
   for (const m of html.matchAll(/<(script|style)([^>]*)>/g)) assert.match(m[2], /nonce="N0NCE"/);
 });
