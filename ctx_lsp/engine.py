@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctx_lsp.index.discovery import FileFilter
 from ctx_lsp.index.git_activity import GitActivity, started_by_git
-from ctx_lsp.index.model import Edge, EdgeKind, Node
+from ctx_lsp.index.model import EDGE_WORDS, Edge, EdgeKind, Node
 from ctx_lsp.index.workspace import BuildReport, Progress, WorkspaceIndex
 
 if TYPE_CHECKING:
@@ -411,8 +411,11 @@ class Engine:
         arrow = "<-" if direction == "in" else "->"
 
         def item(n: Node, e: Edge) -> dict[str, Any]:
-            return {"node": n, "edge": e,
-                    "reason": f"{e.kind}{arrow} {node.qualname or node.path} at {e.path}:{e.line} ({e.resolver})"}
+            # what n is to the edge's other end (the symbol itself, or for implementations the class
+            # between): "calls Repo.save at ...", "called by Repo.save at ...", "subclass of Base at ..."
+            end = g.node(e.dst if direction == "in" else e.src) or node
+            return {"node": n, "edge": e, "reason": f"{EDGE_WORDS.get(e.kind + arrow, e.kind + arrow)} "
+                                                    f"{end.qualname or end.path} at {e.path}:{e.line} ({e.resolver})"}
 
         if relation == "callers" and every_site:
             return [item(n, e) for e in self.call_sites(node_id, "in") if (n := g.node(e.src)) is not None]

@@ -101,7 +101,7 @@ async def test_relation_tools_return_real_locations(ws: Path, tmp_path: Path) ->
 
     # callers are listed at their call sites, each with the edge that links them
     assert callers.splitlines()[0].startswith("2 callers of apply_discount (function at shop/pricing.py:9)")
-    assert "shop/checkout.py:20 price_order (CALLS<- apply_discount at shop/checkout.py:20" in callers
+    assert "shop/checkout.py:20 price_order (calls apply_discount at shop/checkout.py:20" in callers
     assert "tests/test_pricing.py:7 test_apply_discount_welcome_code (" in callers
     # callees point at the callees' definitions; Order.total is reached through a parameter annotation
     assert "shop/models.py:31 Order.total (" in callees
@@ -111,7 +111,7 @@ async def test_relation_tools_return_real_locations(ws: Path, tmp_path: Path) ->
     assert "shop/checkout.py:27 checkout" in dotted
     # tests: direct callers that are tests, and tests reaching it through the call chain
     # a test calling the symbol directly is a static COVERS edge (ctx_lsp.sources.coverage_data)
-    assert "tests/test_pricing.py:10 test_tax_for_unknown_region_is_zero (COVERS<- tax_for at tests/test_pricing.py:11 (static-test))" in tests
+    assert "tests/test_pricing.py:10 test_tax_for_unknown_region_is_zero (tests tax_for at tests/test_pricing.py:11 (static-test))" in tests
     assert "test_checkout_charges_the_customer (static: reaches it via checkout -> price_order" in tests
     assert "test_checkout_charges_the_customer (static: reaches it via Order.add" in class_tests
     assert untested.startswith("no tests found for LineItem.subtotal")

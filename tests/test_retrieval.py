@@ -310,3 +310,23 @@ def test_a_place_in_the_question_is_its_cursor(engine: Engine) -> None:
     assert "at" in engine.context("what does shop/pricing.py:9999 do", 1000, record=False)["plan"]
     assert not any(r["via"] == "cursor" for i in engine.context("what does shop/pricing.py:9999 do", 1000, record=False)["items"]
                    for r in i["reasons"])
+
+
+def test_relation_reasons_say_what_each_symbol_is_to_the_edges_other_end(tmp_path: Path) -> None:
+    # a grandchild is an implementation through its parent: its reason names the parent, not the base
+    from tests.conftest import open_engine
+
+    e = open_engine(tmp_path / "ws", {
+        "pkg/__init__.py": "",
+        "pkg/shapes.py": ("class Base:\n    def area(self):\n        return 0\n\n\n"
+                          "class Square(Base):\n    def area(self):\n        return 4\n\n\n"
+                          "class Tile(Square):\n    pass\n\n\n"
+                          "def total(shapes):\n    return sum(s.area() for s in shapes) + Base().area()\n"),
+    }, tmp_path / "cache")
+    impl = {it["node"].qualname: it["reason"] for it in e.related("pkg/shapes.py::Base", "implementations")}
+    assert impl["Square"] == "subclass of Base at pkg/shapes.py:6 (ast-scope)"
+    assert impl["Tile"] == "subclass of Square at pkg/shapes.py:11 (ast-scope)"
+    over = {it["node"].qualname: it["reason"] for it in e.related("pkg/shapes.py::Base.area", "implementations")}
+    assert over["Square.area"].startswith("overrides Base.area at pkg/shapes.py:7")
+    callees = {it["node"].qualname: it["reason"] for it in e.related("pkg/shapes.py::total", "callees")}
+    assert callees["Base"].startswith("instantiated by total at pkg/shapes.py:16")

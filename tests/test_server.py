@@ -323,10 +323,12 @@ async def test_architectural_context_and_related(client: LanguageClient) -> None
     assert locs["test_checkout"]["uri"] == uri(ws, "tests/test_service.py")
     assert locs["test_checkout"]["range"] == {"start": {"line": site.start.line, "character": site.start.character},
                                               "end": {"line": site.end.line, "character": site.end.character}}
-    assert "CALLS" in locs["refund"]["reason"]
+    assert locs["refund"]["reason"].startswith("calls checkout at shop/service.py:")
     callees = await command(client, "ctx.related", {"uri": uri(ws, "shop/service.py"), "relation": "callees",
                                                     "position": {"line": pos.line, "character": pos.character}})
     assert {loc["symbol"] for loc in callees["locations"]} == {"open_inventory", "Inventory.save"}
+    # a callee is what the symbol calls: said from the callee's side
+    assert all(loc["reason"].startswith("called by checkout at ") for loc in callees["locations"])
 
 
 # -- robustness ------------------------------------------------------------------------------------

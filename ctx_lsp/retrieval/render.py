@@ -4,20 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# an edge a candidate was reached by, as what the candidate is to the node it was reached from:
-# `CALLS<-` from f means the candidate calls f (the edge points at f), `CALLS->` that f calls it
-_RELATION = {
-    "CALLS<-": "calls", "CALLS->": "called by",
-    "REFERENCES<-": "refers to", "REFERENCES->": "referred to by",
-    "REFERENCES/import<-": "imports", "REFERENCES/import->": "imported by",
-    "IMPORTS<-": "imports", "IMPORTS->": "imported by",
-    "INHERITS<-": "subclass of", "INHERITS->": "base class of",
-    "INSTANTIATES<-": "instantiates", "INSTANTIATES->": "instantiated by",
-    "OVERRIDES<-": "overrides", "OVERRIDES->": "overridden by",
-    "COVERS<-": "tests", "COVERS->": "tested by",
-    "CONTAINS<-": "contains", "CONTAINS->": "in",
-    "TOUCHED<-": "touched", "TOUCHED->": "touched by",
-}
+from ctx_lsp.index.model import EDGE_WORDS
 
 
 def reason_text(r: dict[str, Any]) -> str:
@@ -26,7 +13,7 @@ def reason_text(r: dict[str, Any]) -> str:
     its source: `bm25 (1.98)`, `bm25 of pkg/a.py (1.67)`."""
     src = r.get("from")
     merged = r.get("merged")  # a reason of a candidate this item's span holds (its file, a nested def)
-    relation = _RELATION.get(r["via"]) if src else None
+    relation = EDGE_WORDS.get(r["via"]) if src else None
     if relation:
         text = (f"{merged} " if merged else "") + f"{relation} {src}"
     else:

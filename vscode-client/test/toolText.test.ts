@@ -34,15 +34,15 @@ test('checkInput names the bad field and accepts good input', () => {
 test('relationsText lists call sites and says why nothing was found', () => {
   const t = relationsText('save', {
     symbol: 'shop/models.py::Repository.save', relation: 'callers', candidates: ['shop/x.py::Other.save'],
-    locations: [{ path: 'shop/service.py', line: 12, symbol: 'OrderService.place_order', kind: 'method', reason: 'CALLS<- save' }],
+    locations: [{ path: 'shop/service.py', line: 12, symbol: 'OrderService.place_order', kind: 'method', reason: 'calls save' }],
   });
   assert.match(t, /^1 callers of shop\/models\.py::Repository\.save \(path:line is the call site\):/);
-  assert.match(t, /- shop\/service\.py:12 OrderService\.place_order \(CALLS<- save\)/);
+  assert.match(t, /- shop\/service\.py:12 OrderService\.place_order \(calls save\)/);
   assert.match(t, /also matches shop\/x\.py::Other\.save/);
   const twice = relationsText('save', {
     symbol: 'shop/models.py::Repository.save', relation: 'callers',
-    locations: [{ path: 'shop/service.py', line: 12, symbol: 'OrderService.place_order', kind: 'method', reason: 'CALLS<- save' },
-                { path: 'shop/service.py', line: 15, symbol: 'OrderService.place_order', kind: 'method', reason: 'CALLS<- save' }],
+    locations: [{ path: 'shop/service.py', line: 12, symbol: 'OrderService.place_order', kind: 'method', reason: 'calls save' },
+                { path: 'shop/service.py', line: 15, symbol: 'OrderService.place_order', kind: 'method', reason: 'calls save' }],
   });
   assert.match(twice, /^1 callers of shop\/models\.py::Repository\.save, 2 call sites \(path:line is the call site\):/);
   assert.match(relationsText('nope', { symbol: null, relation: 'callers', locations: [], reason: 'unknown symbol: nope' }), /^No symbol found: unknown symbol: nope/);
