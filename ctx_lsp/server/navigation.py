@@ -179,7 +179,7 @@ def fuzzy_rank(name: str, query: str) -> int | None:
 
 def workspace_symbols(ctx: Ctx, query: str) -> list[tuple[tuple[Any, ...], types.SymbolInformation]]:
     g = ctx.engine.graph
-    hits: list[tuple[tuple[Any, ...], types.SymbolInformation]] = []
+    ranked: list[tuple[tuple[Any, ...], Node]] = []
     kind_rank = {"class": 0, "function": 1, "method": 2, "test": 3, "variable": 4}
     for key in list(g.by_name):
         rank = fuzzy_rank(key, query)
@@ -188,14 +188,19 @@ def workspace_symbols(ctx: Ctx, query: str) -> list[tuple[tuple[Any, ...], types
         for node in g.symbols_named(key):
             if node.qualname is None or node.kind not in kind_rank:
                 continue
-            container = node.qualname.rsplit(".", 1)[0] if "." in node.qualname else node.path
-            info = types.SymbolInformation(
-                name=node.name, kind=SYMBOL_KINDS[node.kind],
-                location=types.Location(uri=ctx.uri(node.path), range=name_range(ctx, node)),
-                container_name=container)
-            hits.append(((rank, kind_rank[node.kind], len(node.name), node.path, node.qualname), info))
-    hits.sort(key=lambda h: h[0])
-    return hits[:WORKSPACE_SYMBOL_LIMIT]
+            ranked.append(((rank, kind_rank[node.kind], len(node.name), node.path, node.qualname), node))
+    ranked.sort(key=lambda h: h[0])
+    # only what is answered gets a location: a short query ("get") matches thousands of symbols, and
+    # each name's range is read from its file's text
+    hits: list[tuple[tuple[Any, ...], types.SymbolInformation]] = []
+    for rank_key, node in ranked[:WORKSPACE_SYMBOL_LIMIT]:
+        assert node.qualname is not None
+        container = node.qualname.rsplit(".", 1)[0] if "." in node.qualname else node.path
+        hits.append((rank_key, types.SymbolInformation(
+            name=node.name, kind=SYMBOL_KINDS[node.kind],
+            location=types.Location(uri=ctx.uri(node.path), range=name_range(ctx, node)),
+            container_name=container)))
+    return hits
 
 
 # -- handlers ----------------------------------------------------------------------------------------
