@@ -334,3 +334,38 @@ async def test_mcp_bridge_relays_tool_calls_to_a_running_daemon(ws: Ws, tmp_path
     async with mcp_session(ws.root, ws.cache, tmp_path / "mcp2.err") as session:
         res = await session.call_tool("find_callers", {"symbol": "apply_discount"})
         assert text(res) == relayed  # the in-process bridge gives the same answer
+
+
+def test_a_daemon_opening_its_index_says_how_far_it_is_and_a_waiting_caller_shows_it(
+        ws: Ws, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a cold index takes seconds on a large project: `daemon start` and an auto-started call wait
+    # for it, and on a terminal they show its stages, as an in-process call does
+    from ctx_lsp.daemon import client as dc
+    from ctx_lsp.daemon.server import Daemon
+    from ctx_lsp.index.discovery import FileFilter
+
+    d = Daemon(ws.root, ws.cache, FileFilter(), 60.0, watch=False)
+    seen: list[object] = []
+    real_open = d.engine.open
+
+    def open_reporting(progress=None):  # type: ignore[no-untyped-def]
+        report = real_open(progress)
+        seen.append(d.info()["progress"])  # still opening: not ready yet
+        return report
+
+    monkeypatch.setattr(d.engine, "open", open_reporting)
+    d.warm()
+    files = len(d.engine.index.facts)
+    assert seen == [{"stage": "binding", "done": files, "total": files}]
+    assert d.info()["ready"] and d.info()["progress"] is None
+
+    # the caller's side: each new (stage, done, total) it hears once, then the ready daemon's socket
+    answers = iter([{"ready": False, "progress": {"stage": "parsing", "done": 1, "total": 4}},
+                    {"ready": False, "progress": {"stage": "parsing", "done": 1, "total": 4}},
+                    {"ready": False, "progress": {"stage": "binding", "done": 4, "total": 4}},
+                    {"ready": True}])
+    ident = dc.identity(ws.root.resolve(), ws.cache.resolve(), (), ())
+    monkeypatch.setattr(dc, "hello", lambda cache_dir, timeout=5.0: {**ident, **next(answers)})
+    heard: list[tuple[str, int, int]] = []
+    assert dc.ensure(ident, start=False, progress=lambda *p: heard.append(p)) == dc.socket_path(ws.cache.resolve())
+    assert heard == [("parsing", 1, 4), ("binding", 4, 4)]

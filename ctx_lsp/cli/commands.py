@@ -186,7 +186,7 @@ def via_daemon(args: argparse.Namespace, op: str, params: dict[str, Any]) -> Any
     ident = daemon_identity(args)
     if mode != "auto" and not dc.socket_path(Path(ident["cache_dir"])).exists():
         raise dc.DaemonUnavailable("no daemon running")  # the common case costs one stat
-    sock = dc.ensure(ident, start=mode == "auto", notify=_notify)
+    sock = dc.ensure(ident, start=mode == "auto", notify=_notify, progress=_Progress())
     from ctx_lsp.index.git_activity import started_by_git
 
     if started_by_git():  # a git hook's call: the daemon must not wait for the lock its git holds
@@ -410,7 +410,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
                    watch=not args.no_watch)
     if args.daemon_command == "start":
         try:
-            dc.ensure(ident, start=True, idle_timeout=args.idle_timeout, notify=_notify, watch=not args.no_watch)
+            dc.ensure(ident, start=True, idle_timeout=args.idle_timeout, notify=_notify, watch=not args.no_watch,
+                      progress=_Progress())
         except dc.DaemonUnavailable as exc:
             raise CliError(f"the daemon did not start: {exc} (see {cache_dir / dc.LOG_NAME})") from None
         info = dc.hello(cache_dir)
@@ -434,7 +435,10 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"running": True, "usable": usable, **info}, indent=2))
         return 0
-    state = "ready" if info.get("ready") else ("failed: " + str(info["failed"]) if info.get("failed") else "loading")
+    loading = info.get("progress")
+    state = "ready" if info.get("ready") else ("failed: " + str(info["failed"]) if info.get("failed") else
+                                              "loading" + (f" ({loading['stage']} {loading['done']}/{loading['total']})"
+                                                           if isinstance(loading, dict) else ""))
     print(f"ctx-lsp daemon {info['pid']} ({info['version']}) serving {info['root']}: {state}, {info['files']} files, "
           f"{info['requests']} requests, idle {info['idle_s']} s of {info['idle_timeout']:.0f} s, peak RSS {info['rss_mb']} MB")
     if info.get("waiting_for_git"):

@@ -184,8 +184,10 @@ def _died(proc: subprocess.Popen[bytes] | None, cache_dir: Path) -> str | None:
 
 
 def ensure(ident: dict[str, Any], start: bool, idle_timeout: float | None = None,
-           wait_s: float = START_TIMEOUT_S, notify: Any = None, watch: bool = True) -> Path:
+           wait_s: float = START_TIMEOUT_S, notify: Any = None, watch: bool = True,
+           progress: Any = None) -> Path:
     """The socket of a ready daemon matching `ident`; starts one when `start` and none answers.
+    `progress(stage, done, total)` hears how far the daemon's index is while the caller waits.
 
     A daemon of another build or filter for the same cache is asked to stop first (when starting).
     Raises DaemonUnavailable when there is none (and `start` is false) or it did not come up.
@@ -216,6 +218,7 @@ def ensure(ident: dict[str, Any], start: bool, idle_timeout: float | None = None
         if notify is not None:
             notify("starting the ctx-lsp daemon (the index loads once; later calls reuse it)")
     deadline = time.monotonic() + wait_s
+    heard: tuple[str, int, int] | None = None
     while time.monotonic() < deadline:
         try:
             info = hello(cache_dir)
@@ -230,6 +233,12 @@ def ensure(ident: dict[str, Any], start: bool, idle_timeout: float | None = None
             return sock
         if info.get("failed"):
             raise DaemonRefused(f"daemon failed to open the index: {info['failed']}")
+        loading = info.get("progress")
+        if progress is not None and isinstance(loading, dict):
+            now = (str(loading.get("stage")), int(loading.get("done") or 0), int(loading.get("total") or 0))
+            if now != heard:  # polled every 50 ms: a stage that has not moved is not said again
+                heard = now
+                progress(*now)
         time.sleep(0.05)
     raise DaemonUnavailable("daemon did not become ready in time")
 

@@ -59,6 +59,7 @@ class Daemon:
         self._waits_lock = threading.Lock()
         self.ready = threading.Event()
         self.failed: str | None = None
+        self.loading: tuple[str, int, int] | None = None  # (stage, done, total) of the open under way
         self._bridge: Any = None
         self._sessions: dict[str, Any] = {}  # MCP session id -> its WorkingMemory, least recent first
         self.server: socketserver.UnixStreamServer | None = None
@@ -71,8 +72,11 @@ class Daemon:
     # -- lifecycle ----------------------------------------------------------------------------
     def warm(self) -> None:
         """Open the index and build the retrieval indexes, so the first request is as fast as the rest."""
+        def progress(stage: str, done: int, total: int) -> None:
+            self.loading = (stage, done, total)  # one assignment: `info` reads it from request threads
+
         try:
-            self.engine.open()
+            self.engine.open(progress)
             with self.engine.lock:
                 self.engine.retriever.decode_lexical()
         except Exception as exc:  # reported to callers through hello; they fall back to in-process
@@ -94,6 +98,9 @@ class Daemon:
                 "idle_timeout": self.idle_timeout, "idle_s": round(time.monotonic() - self.last_request, 1),
                 "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                 "files": len(self.engine.index.facts) if self.ready.is_set() else None,
+                # while the index opens (a cold index takes seconds): how far it is, for a caller waiting
+                "progress": (dict(zip(("stage", "done", "total"), self.loading, strict=True))
+                             if self.loading is not None and not self.ready.is_set() else None),
                 "waiting_for_git": self.git_waits,
                 # the last open or refresh (copied: dict() is atomic, and a request thread may be updating):
                 # seconds per stage, and the processes its extraction and binding used
