@@ -550,3 +550,14 @@ def test_a_link_to_a_file_on_a_branch_whose_name_holds_a_slash_finds_the_file(en
     assert pack["files"][0]["path"] == "shop/pricing/discounts.py"
     assert any(r["via"] == "symbol-file" for it in pack["items"] for r in it["reasons"]
                if it["path"] == "shop/pricing/discounts.py")
+
+
+def test_a_snippet_calling_a_class_member_it_never_imports_names_that_member(engine: Engine) -> None:
+    # `Model.validate(order)` with no import shown: the binder cannot follow `Model`, and `validate`
+    # alone is too common a word; the two names together name one method
+    text = ("Validation passes for a broken order\n\nI call the check directly:\n\n```python\n"
+            ">>> Model.validate(order)\nTrue\n```\n\nbut the order has no total.\n")
+    pack = _ctx(engine, text)
+    named = [it for it in pack["items"] if it["symbol"] == "Model.validate"]
+    assert named and any(r["via"] == "snippet-name" for r in named[0]["reasons"])
+    assert pack["files"][0]["path"] == "shop/models/base.py"

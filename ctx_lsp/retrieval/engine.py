@@ -492,7 +492,7 @@ class Retriever:
             chunks = self.lexical.best_chunks(q.plan.query, f["path"], 1)
             node_id = chunks[0] if chunks else f["path"]
             if node_id in self.engine.graph:
-                c = q.cands.add(node_id, "file-rank", 0.0)
+                c = q.cands.add(node_id, "file-rank", rel[f["path"]])  # says the file's share; scored below
                 c.score = 0.5 * top * rel[f["path"]]
                 ranked.append(c)
         ranked.sort(key=lambda c: (-c.score, c.hops, c.node_id))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ctx_lsp.index.bind import Binder
 from ctx_lsp.index.extract import extract
-from ctx_lsp.index.model import EdgeKind, Node
+from ctx_lsp.index.model import EdgeKind, Node, python_qualname
 from ctx_lsp.index.modules import Workspace, build_module_info
 from ctx_lsp.retrieval.evidence import Frame
 from ctx_lsp.retrieval.text import split_identifier
@@ -109,6 +109,16 @@ def bind_snippets(ws: Workspace, graph: CodeGraph, snippets: list[str],
         for site in ov.info[path].facts.sites:
             if (site.line, site.col) in bound_at:
                 continue
+            head = site.chain[0].removesuffix("()")
+            if len(site.chain) >= 2 and head[:1].isupper() and head not in local and head not in _BUILTIN_NAMES:
+                # `Expression.compile("x")` with no import shown: a class's member, named by both names
+                member = site.chain[1].removesuffix("()")
+                found = [n for n in find(f"{head}.{member}") if n.name == member and n.qualname
+                         and python_qualname(n.qualname).endswith(f"{head}.{member}")]
+                if 0 < len(found) <= 3:  # two names agreeing say as much as a bound call
+                    for n in found:
+                        out.append(Target(n.id, "snippet-name", 1.0 / len(found), site.line))
+                    continue
             name = site.chain[-1].removesuffix("()")
             if len(site.chain) == 1 and name in local or name in _BUILTIN_NAMES or len(name) < 4:
                 continue
