@@ -561,3 +561,12 @@ def test_a_snippet_calling_a_class_member_it_never_imports_names_that_member(eng
     named = [it for it in pack["items"] if it["symbol"] == "Model.validate"]
     assert named and any(r["via"] == "snippet-name" for r in named[0]["reasons"])
     assert pack["files"][0]["path"] == "shop/models/base.py"
+
+
+def test_a_traceback_path_is_the_frames_generators_not_a_linked_file(engine: Engine) -> None:
+    # a frame's path has more in front than the workspace too; only a link's is read as a file named
+    text = TRACEBACK_ISSUE.replace("/usr/lib/python3.11/", "/home/me/.venvs/shop-env/lib/python3.11/")
+    pack = _ctx(engine, text)
+    assert pack["files"][0]["path"] == "shop/pricing/discounts.py"
+    vias = {r["via"] for it in pack["items"] for r in it["reasons"]}
+    assert "traceback" in vias and "symbol-file" not in vias

@@ -111,6 +111,18 @@ _ANCHOR = re.compile(r"#([^\s#]+?)[)\].,;:'\">]*$")
 _LINE_ANCHOR = re.compile(r"L\d+(?:-L\d+)?")  # a line of a file on GitHub
 
 
+def linked_paths(text: str) -> list[str]:
+    """The repository files the links in `text` point to, as the link writes them after its branch
+    (`.../blob/stable/2.2.x/django/db/models/query.py#L10` -> `2.2.x/django/db/models/query.py`: a
+    branch name may hold a slash, so the path may have more in front than the workspace has)."""
+    out: list[str] = []
+    for m in _URL.finditer(text):
+        k = _REPO_FILE.search(m.group(0))
+        if k is not None and k.group(1) not in out:
+            out.append(k.group(1))
+    return out
+
+
 def blank_urls(text: str) -> str:
     """`text` with every link blanked out (offsets kept: the same length) except what in it names code:
     a repository link's file path (`.../blob/main/pkg/mod.py#L10`) and the anchor of a documentation

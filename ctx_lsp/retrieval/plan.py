@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ctx_lsp.retrieval.evidence import PROSE_ABBREVIATIONS, blank_urls, is_task_text
+from ctx_lsp.retrieval.evidence import PROSE_ABBREVIATIONS, blank_urls, is_task_text, linked_paths
 from ctx_lsp.retrieval.text import STOPWORDS
 
 EXPLICIT_SYMBOL = "EXPLICIT_SYMBOL"
@@ -77,6 +77,7 @@ class Plan:
     soft: list[tuple[str, str | None, str]] = field(default_factory=list)  # (word, kind hint, role)
     task: bool = False  # long or multi-sentence text: a task such as a pasted issue (evidence.is_task_text)
     place: tuple[str, int] | None = None  # a question's `path.py:LINE`: where it asks about (a cursor)
+    linked: list[str] = field(default_factory=list)  # repository files the text links to (evidence.linked_paths)
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"trigger": self.trigger, "operators": self.operators, "mentions": self.mentions}
@@ -215,7 +216,8 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
         operators = ["definition"]
     order = {op: i for i, op in enumerate(OPERATORS)}
     operators = sorted(set(operators), key=order.__getitem__)
-    return Plan(text, trigger, operators, mentions, concepts, quoted, errors, instruction, temporal, soft, task, place)
+    return Plan(text, trigger, operators, mentions, concepts, quoted, errors, instruction, temporal, soft, task, place,
+                linked_paths(text))
 
 
 _VERBS = frozenset("""find return returns update updates make add fix change rename get set show list explain describe

@@ -32,10 +32,10 @@ def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
     for m in plan.mentions:
         if m.endswith(".py"):
             hits = [p for p in g.file_nodes if p == m or p.endswith("/" + m)]
-            if not hits and m.count("/") >= 2:
-                # a path with more in front than the workspace has, as a link to a branch whose name
-                # holds a slash gives (`stable/2.2.x/django/db/models/query.py`): the longest file it
-                # ends in, its package folder included
+            if not hits and m in plan.linked:
+                # a linked file with more in front than the workspace has, as a link to a branch whose
+                # name holds a slash gives (`2.2.x/django/db/models/query.py`): the longest file it
+                # ends in, its package folder included (a traceback's paths are the frames' generator's)
                 longer = [p for p in g.file_nodes if "/" in p and m.endswith("/" + p)]
                 hits = sorted(longer, key=len, reverse=True)[:1]
             for p in sorted(hits, key=len)[:3]:
