@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctx_lsp.index.discovery import FileFilter
+from ctx_lsp.index.edge_words import EDGE_WORDS
 from ctx_lsp.index.git_activity import GitActivity, started_by_git
-from ctx_lsp.index.model import EDGE_WORDS, Edge, EdgeKind, Node
+from ctx_lsp.index.model import Edge, EdgeKind, Node
 from ctx_lsp.index.workspace import BuildReport, Progress, WorkspaceIndex
 
 if TYPE_CHECKING:

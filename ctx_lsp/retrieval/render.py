@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctx_lsp.index.model import EDGE_WORDS
+from ctx_lsp.index.edge_words import EDGE_WORDS
 
 
 def reason_text(r: dict[str, Any]) -> str:
