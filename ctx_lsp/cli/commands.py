@@ -436,9 +436,14 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         print(json.dumps({"running": True, "usable": usable, **info}, indent=2))
         return 0
     loading = info.get("progress")
-    state = "ready" if info.get("ready") else ("failed: " + str(info["failed"]) if info.get("failed") else
-                                              "loading" + (f" ({loading['stage']} {loading['done']}/{loading['total']})"
-                                                           if isinstance(loading, dict) else ""))
+    if info.get("ready"):
+        state = "ready"
+    elif info.get("failed"):
+        state = "failed: " + str(info["failed"])
+    elif isinstance(loading, dict):
+        state = f"loading ({loading['stage']} {loading['done']}/{loading['total']})"
+    else:
+        state = "loading"
     print(f"ctx-lsp daemon {info['pid']} ({info['version']}) serving {info['root']}: {state}, {info['files']} files, "
           f"{info['requests']} requests, idle {info['idle_s']} s of {info['idle_timeout']:.0f} s, peak RSS {info['rss_mb']} MB")
     if info.get("waiting_for_git"):

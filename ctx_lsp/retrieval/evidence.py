@@ -106,7 +106,9 @@ _NOT_PYTHON = frozenset({"bash", "sh", "shell", "console", "text", "txt", "ini",
                          "html", "xml", "css", "js", "javascript", "diff", "patch", "sql", "rst", "cfg", "none",
                          "output", "pytb", "traceback", "make", "makefile", "dockerfile", "csv", "tex", "latex"})
 _URL = re.compile(r"https?://\S+")
-_REPO_FILE = re.compile(r"/(?:blob|tree|raw|src|browser)/[^/\s]+/(\S+?\.py)\b")
+# a repository host's link to a file: `/blob/<branch>/<path>.py` (also tree, raw, src, browser)
+_REPO_PATH = r"/(?:blob|tree|raw|src|browser)/[^/\s]+/(\S+?\.py)\b"
+_REPO_FILE = re.compile(_REPO_PATH)
 _ANCHOR = re.compile(r"#([^\s#]+?)[)\].,;:'\">]*$")
 _LINE_ANCHOR = re.compile(r"L\d+(?:-L\d+)?")  # a line of a file on GitHub
 
@@ -115,12 +117,7 @@ def linked_paths(text: str) -> list[str]:
     """The repository files the links in `text` point to, as the link writes them after its branch
     (`.../blob/stable/2.2.x/django/db/models/query.py#L10` -> `2.2.x/django/db/models/query.py`: a
     branch name may hold a slash, so the path may have more in front than the workspace has)."""
-    out: list[str] = []
-    for m in _URL.finditer(text):
-        k = _REPO_FILE.search(m.group(0))
-        if k is not None and k.group(1) not in out:
-            out.append(k.group(1))
-    return out
+    return list(dict.fromkeys(m.group(1) for m in _BLOB_URL.finditer(text)))
 
 
 def blank_urls(text: str) -> str:
@@ -216,7 +213,7 @@ _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
 _MD_IMAGE = re.compile(r"!\[[^\]\n]*\]\([^)\s]*\)")
 _IMAGE_URL = re.compile(r"https?://(?:\S*githubusercontent\.com/\S*|\S+\.(?:png|jpe?g|gif|svg|webp)\b\S*)", re.I)
 _HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>\n]*)?/?>")
-_BLOB_URL = re.compile(r"https?://\S*?/(?:blob|tree|raw|src|browser)/[^/\s]+/(\S+?\.py)\b\S*")
+_BLOB_URL = re.compile(r"https?://\S*?" + _REPO_PATH + r"\S*")
 _HEADING = re.compile(r"^[ \t]*(?:#{2,6}[ \t]+[^\n]*|(?:\*\*|__)[^*_\n]+(?:\*\*|__)[ \t]*:?)[ \t]*$", re.M)
 _CHECKLIST = re.compile(r"^[ \t]*[-*+][ \t]+\[[ xX]?\][^\n]*$", re.M)
 _ENV_LINE = re.compile(

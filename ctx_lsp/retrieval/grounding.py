@@ -106,28 +106,30 @@ def bind_snippets(ws: Workspace, graph: CodeGraph, snippets: list[str],
         # names the binder could not follow (an untyped receiver, a name the snippet never imports):
         # a distinctive name still points at the few symbols that have it
         local = set(ov.info[path].top)
+        def named(found: list[Node], weight: float, line: int) -> bool:
+            """The few symbols a name not bound points at (at most three), sharing `weight`."""
+            if not 0 < len(found) <= 3:
+                return False
+            out.extend(Target(n.id, "snippet-name", weight / len(found), line) for n in found)
+            return True
+
         for site in ov.info[path].facts.sites:
             if (site.line, site.col) in bound_at:
                 continue
             head = site.chain[0].removesuffix("()")
             if len(site.chain) >= 2 and head[:1].isupper() and head not in local and head not in _BUILTIN_NAMES:
-                # `Expression.compile("x")` with no import shown: a class's member, named by both names
-                member = site.chain[1].removesuffix("()")
-                found = [n for n in find(f"{head}.{member}") if n.name == member and n.qualname
-                         and python_qualname(n.qualname).endswith(f"{head}.{member}")]
-                if 0 < len(found) <= 3:  # two names agreeing say as much as a bound call
-                    for n in found:
-                        out.append(Target(n.id, "snippet-name", 1.0 / len(found), site.line))
+                # `Expression.compile("x")` with no import shown: a class's member, named by both names;
+                # two names agreeing say as much as a bound call
+                pair = f"{head}.{site.chain[1].removesuffix('()')}"
+                if named([n for n in find(pair) if n.qualname and python_qualname(n.qualname).endswith(pair)],
+                         1.0, site.line):
                     continue
             name = site.chain[-1].removesuffix("()")
             if len(site.chain) == 1 and name in local or name in _BUILTIN_NAMES or len(name) < 4:
                 continue
             if not (len(split_identifier(name)) > 1 or name[:1].isupper()):
                 continue  # `compile`, `get`: too common to name one symbol
-            found = [n for n in find(name) if n.name == name]
-            if 0 < len(found) <= 3:
-                for n in found:
-                    out.append(Target(n.id, "snippet-name", 0.5 / len(found), site.line))
+            named([n for n in find(name) if n.name == name], 0.5, site.line)
     return out
 
 
