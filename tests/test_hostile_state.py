@@ -223,6 +223,10 @@ def test_non_utf8_file_name_is_skipped_with_a_reason_and_never_fails_the_index(t
     (ws / name).write_text("from main import local_override\n\ndef cafe():\n    return local_override()\n")
     (ws / os.fsdecode(b"d\xe9j\xe0")).mkdir()
     (ws / os.fsdecode(b"d\xe9j\xe0") / "vu.py").write_text("def vu():\n    pass\n")
+    # with .gitignore patterns (and --exclude globs below) to match such names against: pathspec's re2
+    # backend (the `fast` extra) takes UTF-8 only, and every command failed with a traceback there
+    (ws / ".gitignore").write_text("*.pyc\nbuild/\n")
+    (ws / os.fsdecode(b"d\xe9j\xe0") / ".gitignore").write_text("ignored_*.py\n")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(ws)]
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "init"]):  # history sees the name too
         subprocess.run([*git, *args], check=True, capture_output=True)
@@ -240,6 +244,10 @@ def test_non_utf8_file_name_is_skipped_with_a_reason_and_never_fails_the_index(t
     assert text.returncode == 0, text.stderr
     nb = run("neighbors", "main.py", "--root", str(ws), "--cache-dir", str(cache), cwd=tmp_path, env=strict)
     assert nb.returncode == 0 and "Traceback" not in nb.stderr, nb.stderr
+    excluded = run("index", "--json", "--root", str(ws), "--cache-dir", str(tmp_path / "cache2"), "--exclude", "build/",
+                   "--include", "*.py", cwd=tmp_path, env=strict)
+    no_traceback(excluded)
+    assert "caf\\xe9.py" in {e["path"] for e in answer(excluded)["errors"]}
 
 
 # -- 10: paths the file system refuses -----------------------------------------------------------------

@@ -198,7 +198,7 @@ def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
                     continue
                 if _ignored(specs, rel + "/"):
                     continue
-                if exclude is not None and exclude.match_file(rel + "/"):
+                if exclude is not None and spec_matches(exclude, rel + "/"):
                     continue
                 stack.append((entry.path, specs))
                 continue
@@ -221,9 +221,9 @@ def discover(root: Path, flt: FileFilter | None = None) -> Discovery:
                     continue
             if _ignored(specs, rel):
                 continue
-            if include is not None and not include.match_file(rel):
+            if include is not None and not spec_matches(include, rel):
                 continue
-            if exclude is not None and exclude.match_file(rel):
+            if exclude is not None and spec_matches(exclude, rel):
                 continue
             if not is_utf8(rel):
                 out.skipped.append((shown(rel), "skipped: file name is not valid UTF-8"))
@@ -277,9 +277,15 @@ def _ignored(specs: list[tuple[str, pathspec.PathSpec]], rel: str) -> bool:
     for base, spec in specs:
         if base and not rel.startswith(base):
             continue
-        if spec.match_file(rel[len(base):]):
+        if spec_matches(spec, rel[len(base):]):
             return True
     return False
+
+
+def spec_matches(spec: pathspec.PathSpec, rel: str) -> bool:
+    """`spec.match_file(rel)` for any listed path: a name that is not valid UTF-8 (surrogate escapes)
+    is matched in its printable form (`shown`), since pathspec's re2 backend takes UTF-8 only."""
+    return bool(spec.match_file(rel if is_utf8(rel) else shown(rel)))
 
 
 def _inside(root: Path, path: Path) -> bool:

@@ -1007,14 +1007,14 @@ class WorkspaceIndex:
         """Whether discovery goes into the workspace-relative directory `rel` (for a file watcher: no
         watch where nothing is listed): no part of it a skipped directory, and neither it nor a
         directory above it left out by an exclude glob, a `.gitignore` or a virtual environment."""
-        from ctx_lsp.index.discovery import listing_skips, skipped_dir_name
+        from ctx_lsp.index.discovery import listing_skips, skipped_dir_name, spec_matches
 
         parts = rel.split("/")
         if any(map(skipped_dir_name, parts)):
             return False
         exc = self.filter.spec(self.filter.exclude)
         # discovery tests each directory on its way down, as "dir/" (a glob may name a parent only)
-        if exc is not None and any(exc.match_file("/".join(parts[: i + 1]) + "/") for i in range(len(parts))):
+        if exc is not None and any(spec_matches(exc, "/".join(parts[: i + 1]) + "/") for i in range(len(parts))):
             return False
         return not listing_skips(self.root, rel, is_dir=True)
 
