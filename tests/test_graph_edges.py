@@ -382,6 +382,78 @@ def test_a_property_is_one_node_spanning_its_getter_setter_and_deleter(tmp_path:
     assert "clamp" in chunk, "the setter's words are in the property's chunk"
 
 
+
+PROPERTY_VALUES = '''import pathlib
+from functools import cached_property
+
+
+class Cache:
+    def put(self, k):
+        return k
+
+    def exists(self):
+        return True
+
+
+class Holder:
+    def __init__(self):
+        self._c = Cache()
+
+    @property
+    def typed(self) -> Cache:
+        return self._c
+
+    @property
+    def built(self):
+        return Cache()
+
+    @cached_property
+    def lazy(self) -> "Cache":
+        return Cache()
+
+    @property
+    def where(self) -> pathlib.Path:
+        return pathlib.Path(".")
+
+    def use_typed(self):
+        self.typed.put(1)
+
+    def use_built(self):
+        self.built.put(2)
+
+    def use_lazy(self):
+        self.lazy.put(3)
+
+    def use_where(self):
+        return self.where.exists()
+
+    def read_only(self):
+        return self.typed
+
+
+def outside(h: Holder):
+    h.typed.put(5)
+    h.typed.missing(6)
+'''
+
+
+def test_an_attribute_of_a_property_is_one_of_the_value_its_getter_returns(tmp_path: Path) -> None:
+    """`self.cookies.extract(...)` under `@property def cookies(self) -> Cookies`: the call lands on
+    Cookies.extract, typed by the getter's annotation or by what it returns (`cached_property` too);
+    a getter typed by a library class links to no project member, and reading the property alone
+    still refers to the property."""
+    from conftest import write_tree
+
+    write_tree(tmp_path / "ws", {"box.py": PROPERTY_VALUES})
+    idx = build_index(tmp_path / "ws", tmp_path / "cache")
+    callers = {(e.src.partition("::")[2], e.line, e.resolver) for e in idx.graph.in_edges("box.py::Cache.put")
+               if e.kind == "CALLS"}
+    assert callers == {("Holder.use_typed", 34, "ast-type"), ("Holder.use_built", 37, "ast-type"),
+                       ("Holder.use_lazy", 40, "ast-type"), ("outside", 50, "ast-type")}
+    assert not [e for e in idx.graph.in_edges("box.py::Cache.exists") if e.kind == "CALLS"], "pathlib's exists"
+    refs = {(e.src, e.kind) for e in idx.graph.in_edges("box.py::Holder.typed")}
+    assert ("box.py::Holder.read_only", "REFERENCES") in refs
+
 BRANCHES = '''import sys
 
 

@@ -33,6 +33,10 @@ _PYTEST_FIXTURES = frozenset({
 # decorators that make a member a data descriptor (wins over an instance attribute of the same name)
 _PROPERTY_DECORATORS = frozenset({"property", "setter", "getter", "deleter"})
 
+# decorators whose def's name, read on an instance, gives what the def returns (functools' and
+# Django's `cached_property` as `property`)
+_GETTER_DECORATORS = frozenset({"property", "cached_property"})
+
 
 class Evaluator(ModuleScope):
     """Chains evaluated to values in a scope: names through local, enclosing and module scopes (and
@@ -385,6 +389,10 @@ class Evaluator(ModuleScope):
             d = self.ws.info[path].defs.get(qual)
             if d is not None and d.kind == "class":
                 return self.member(ident, name, depth + 1, raw=raw)
+            if d is not None and d.kind != "variable" and any(c and c[-1] in _GETTER_DECORATORS for c in d.decorators):
+                # `self.cookies.extract(...)`: an attribute of a property is one of the value its
+                # getter returns (its annotation, or what its `return` gives)
+                return self.attr(self.apply_call(value, depth + 1), name, depth + 1, raw=raw)
             if d is not None and d.decorators:
                 decorated = self.decorated(ident, depth + 1)
                 if decorated is not None:
