@@ -160,6 +160,29 @@ def test_temporal_query_uses_episodic_memory_across_restarts(workspace: Path, tm
     assert any(r["via"] == "episodic-memory" for i in pack["items"] for r in i["reasons"])
 
 
+
+def test_an_empty_answer_is_not_remembered_and_a_follow_up_asks_about_the_last_subject(workspace: Path,
+                                                                                        tmp_path: Path) -> None:
+    """"and who calls it?" after a question about apply_discount is about apply_discount, in the next
+    process too; a question that found nothing is not an episode, so "we looked at before" still
+    recalls the last real answer; a question that describes its target is no follow-up."""
+    first = Engine(workspace, cache_dir=tmp_path)
+    first.open()
+    first.context("what does apply_discount do", 2000)
+    second = Engine(workspace, cache_dir=tmp_path)  # a restart: nothing open, memory from the cache dir
+    second.open()
+    assert second.context("zzyzx qwerty plugh", 2000)["items"] == []
+    assert [e["query"] for e in second.retriever.episodic.episodes] == ["what does apply_discount do"]
+    recalled = second.context("the function we looked at before", 2000, record=False)
+    assert _symbols(recalled)[0] == "apply_discount"
+    pack = second.context("and who calls it?", 2000)
+    assert pack["items"][0]["symbol"] == "apply_discount"
+    assert any(r["via"] == "follow-up" for r in pack["items"][0]["reasons"])
+    assert "OrderService.place" in _symbols(pack)
+    described = second.context("who calls the function that adds value added tax to a net amount", 2000)
+    assert not any(r["via"] == "follow-up" for i in described["items"] for r in i["reasons"])
+    assert "with_tax" in _symbols(described)
+
 def test_unsaved_buffer_is_what_gets_packed(workspace: Path, tmp_path: Path) -> None:
     e = Engine(workspace, cache_dir=tmp_path)
     e.open()

@@ -375,8 +375,8 @@ class Retriever:
             result["explain"] = {"files": q.file_features, "symbols": wide}
         if hop_target is not None:
             result["plan"]["hop"] = {"resolved": hop_target, "reached": len(hopped)}
-        if record and "memory" in features:
-            self.episodic.record(query, plan.trigger, out_items)
+        if record and "memory" in features and out_items:  # an empty answer is nothing looked at
+            self.episodic.record(query, plan.trigger, out_items, targets=q.resolved[:3] if plan.operators else None)
             for it in out_items[:3]:
                 key = f"{it['path']}::{it['symbol']}" if it["symbol"] else it["path"]
                 self.working.touch(key)

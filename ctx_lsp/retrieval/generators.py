@@ -8,13 +8,16 @@ resolved targets (what the question names) and the lexical hits.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from ctx_lsp.retrieval.evidence import TaskEvidence
+from ctx_lsp.retrieval.memory import last_subject
 from ctx_lsp.retrieval.plan import EXPLICIT_SYMBOL, Plan
 from ctx_lsp.retrieval.score import Candidates
 from ctx_lsp.retrieval.seeds import (
+    W_EXACT,
     history_seeds,
     lexical_seeds,
     memory_seeds,
@@ -23,6 +26,7 @@ from ctx_lsp.retrieval.seeds import (
     symbol_seeds,
     test_seeds,
 )
+from ctx_lsp.retrieval.text import STOPWORDS
 
 if TYPE_CHECKING:
     from ctx_lsp.retrieval.engine import Retriever
@@ -130,6 +134,33 @@ class Memory:
         mem = memory_seeds(q.retriever, q.plan, q.cands)
         if q.plan.temporal and not q.resolved:
             q.resolved.extend(mem[:3])
+        elif is_follow_up(q.plan) and not q.resolved:
+            # "and who calls it?": the relation asked of what the last answer was about
+            subject = last_subject(q.retriever.episodic.episodes)
+            if subject is not None and subject in q.retriever.engine.graph:
+                q.cands.add(subject, "follow-up", W_EXACT)
+                q.resolved.append(subject)
+
+
+_ANAPHORS = frozenset({"it", "its", "this", "that", "them", "these", "those", "same"})
+# words a relation question is made of; any other word describes a target ("the function that merges
+# settings"), and then the question is not a follow-up
+_RELATION_WORDS = frozenset("""
+call calls called caller callers callee callees test tests tested testing cover covers covered import imports
+imported importer importers use uses used user users break breaks broke change changes changed changing impact
+impacts affect affects affected depend depends dependency dependencies subclass subclasses subclassed implement
+implements implemented implementation implementations override overrides overridden instantiate instantiates
+instantiated create creates created reference references referenced refer refers define defined definition
+definitions history show who what which where and also then now else instead""".split())
+
+
+def is_follow_up(plan: Plan) -> bool:
+    """A short question asking a relation of something it names only by a pronoun ("who calls it?",
+    "and its tests"), which refers to what the previous question was about."""
+    if not plan.operators or plan.mentions or plan.task or plan.temporal or plan.place is not None:
+        return False
+    words = set(re.findall(r"[a-z]+", plan.query.lower()))
+    return bool(words & _ANAPHORS) and words <= _ANAPHORS | _RELATION_WORDS | STOPWORDS
 
 
 class HistoryAndTests:

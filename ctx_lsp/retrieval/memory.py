@@ -48,6 +48,17 @@ def is_episode(ep: Any) -> bool:
                     and isinstance(it.get("symbol"), (str, type(None))) for it in ep["items"]))
 
 
+def last_subject(episodes: list[dict[str, Any]]) -> str | None:
+    """What the latest answered query was about: the target it named, else its first item (a node id)."""
+    for ep in reversed(episodes):
+        targets = ep.get("targets")
+        if isinstance(targets, list) and targets and isinstance(targets[0], str):
+            return targets[0]
+        for it in ep["items"][:1]:
+            return f"{it['path']}::{it['symbol']}" if it.get("symbol") else it["path"]
+    return None
+
+
 class EpisodicMemory:
     """A bounded log of queries and delivered items, persisted as JSON lines.
 
@@ -96,9 +107,14 @@ class EpisodicMemory:
         except OSError as exc:
             log.warning("could not persist episodic memory: %s", exc)
 
-    def record(self, query: str, trigger: str, items: list[dict[str, Any]]) -> None:
-        ep = {"t": round(time.time(), 3), "query": query, "trigger": trigger,
-              "items": [{"path": i["path"], "symbol": i["symbol"], "start_line": i["start_line"]} for i in items[:10]]}
+    def record(self, query: str, trigger: str, items: list[dict[str, Any]], targets: list[str] | None = None) -> None:
+        """One answered query: its top items and the node ids it was about (`targets`, when it named
+        them), which a follow-up ("and who calls it?") asks about again."""
+        ep: dict[str, Any] = {
+            "t": round(time.time(), 3), "query": query, "trigger": trigger,
+            "items": [{"path": i["path"], "symbol": i["symbol"], "start_line": i["start_line"]} for i in items[:10]]}
+        if targets:
+            ep["targets"] = targets[:3]
         self.episodes.append(ep)
         rewrite = len(self.episodes) > MAX_EPISODES
         self.episodes = self.episodes[-MAX_EPISODES:]

@@ -158,6 +158,8 @@ def memory_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
         words = set(terms(plan.query)) - {"earlier", "befor", "previous", "previously", "look", "ask", "time", "last"}
         scored: list[tuple[float, int, dict]] = []
         for i, ep in enumerate(r.episodic.episodes):
+            if not ep["items"]:
+                continue  # an empty answer (recorded by older versions) recalls nothing
             overlap = len(words & set(terms(ep["query"] + " " + " ".join(str(it.get("symbol") or "") for it in ep["items"]))))
             scored.append((overlap, i, ep))
         scored.sort(key=lambda x: (-x[0], -x[1]))
