@@ -353,3 +353,45 @@ def test_relation_reasons_say_what_each_symbol_is_to_the_edges_other_end(tmp_pat
     assert over["Square.area"].startswith("overrides Base.area at pkg/shapes.py:7")
     callees = {it["node"].qualname: it["reason"] for it in e.related("pkg/shapes.py::total", "callees")}
     assert callees["Base"].startswith("instantiated by total at pkg/shapes.py:16")
+
+
+def test_a_name_several_symbols_share_resolves_to_the_one_the_session_is_looking_at(tmp_path: Path) -> None:
+    """"What does `flush` call?" right after being shown BufferCopy.flush is about that flush, and so
+    is the follow-up "and who calls it?"; a fresh session keeps the usual order."""
+    from conftest import write_tree
+
+    ws = tmp_path / "ws"
+    write_tree(ws, {
+        "pager.py": "class Pager:\n    def flush(self):\n        return self.drain()\n\n    def drain(self):\n        return 0\n",
+        "copy.py": "class BufferCopy:\n    def flush(self):\n        return self.sync()\n\n    def sync(self):\n        return 1\n\n\n"
+                   "def use_copy(b: BufferCopy):\n    b.flush()\n",
+    })
+    fresh = Engine(ws, cache_dir=tmp_path / "c1")
+    fresh.open()
+    first = fresh.context("What does `flush` call?", 2000, record=False)["items"][0]
+    e = Engine(ws, cache_dir=tmp_path / "c2")
+    e.open()
+    other = "BufferCopy.flush" if first["symbol"] == "Pager.flush" else "Pager.flush"
+    e.context(f"Show me `{other}`", 2000)
+    assert e.context("What does `flush` call?", 2000)["items"][0]["symbol"] == other
+    follow = e.context("And who calls it?", 2000)
+    assert follow["items"][0]["symbol"] == other
+    if other == "BufferCopy.flush":
+        assert "use_copy" in _symbols(follow)
+
+
+def test_names_made_of_a_question_s_common_words_do_not_crowd_out_its_text(tmp_path: Path) -> None:
+    """Many names made of the question's words ("field", "model", "alias"): the one that uses most of
+    them first, and none at the weight of a name the question spells out."""
+    from conftest import write_tree
+
+    defs = "".join(f"def {n}():\n    return 0\n\n\n" for n in (
+        "field_alias", "model_alias", "alias_model", "model_field", "field_model", "alias_field", "apply_model_field_alias"))
+    write_tree(tmp_path / "ws", {"names.py": defs})
+    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
+    e.open()
+    pack = e.context("how is a field alias applied to a model", 2000, record=False)
+    top = pack["items"][0]
+    assert top["symbol"] == "apply_model_field_alias"
+    weights = [r["weight"] for i in pack["items"] for r in i["reasons"] if r["via"] == "symbol-subwords"]
+    assert weights and max(weights) < 2.4

@@ -48,14 +48,19 @@ def is_episode(ep: Any) -> bool:
                     and isinstance(it.get("symbol"), (str, type(None))) for it in ep["items"]))
 
 
-def last_subject(episodes: list[dict[str, Any]]) -> str | None:
-    """What the latest answered query was about: the target it named, else its first item (a node id)."""
+SESSION_S = 3600.0  # episodes this recent are the session a bare name is read in (seeds.symbol_seeds)
+
+
+def last_subject(episodes: list[dict[str, Any]], since: float | None = None) -> str | None:
+    """What the latest answered query (at or after `since`, epoch seconds) was about (a node id): of
+    the targets it named, the one its answer ranked first (a name several symbols share: the one the
+    session was looking at), else its first target, else its first item."""
     for ep in reversed(episodes):
-        targets = ep.get("targets")
-        if isinstance(targets, list) and targets and isinstance(targets[0], str):
-            return targets[0]
-        for it in ep["items"][:1]:
-            return f"{it['path']}::{it['symbol']}" if it.get("symbol") else it["path"]
+        if since is not None and not (isinstance(ep.get("t"), (int, float)) and ep["t"] >= since):
+            return None
+        items = [f"{it['path']}::{it['symbol']}" if it.get("symbol") else it["path"] for it in ep["items"]]
+        targets = [t for t in ep.get("targets") or () if isinstance(t, str)]
+        return next((i for i in items if i in targets), None) or next(iter(targets + items), None)
     return None
 
 

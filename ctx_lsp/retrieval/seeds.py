@@ -5,8 +5,10 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import time
 from typing import TYPE_CHECKING
 
+from ctx_lsp.retrieval.memory import SESSION_S, last_subject
 from ctx_lsp.retrieval.plan import Plan
 from ctx_lsp.retrieval.score import Candidates
 from ctx_lsp.retrieval.text import STOPWORDS, stem, terms
@@ -21,6 +23,7 @@ MAX_TASK_FUZZY = 8
 W_BM25 = 2.0
 W_WORKING = 0.6
 W_EPISODIC = 2.2
+SUBWORD_NAMES = 3  # names a query's words may describe at full weight (subword_seeds)
 
 
 def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
@@ -29,6 +32,8 @@ def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
     g = engine.graph
     resolved: list[str] = []
     fuzzy = 0
+    recent = set(r.working.recent(8))
+    subject = last_subject(r.episodic.episodes, since=time.time() - SESSION_S)
     for m in plan.mentions:
         if m.endswith(".py"):
             hits = [p for p in g.file_nodes if p == m or p.endswith("/" + m)]
@@ -51,6 +56,10 @@ def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
                 continue
         found = engine.find_symbols(m)
         exact = [n for n in found if n.name == m.split(".")[-1]]
+        if len(exact) > 1 and (recent or subject is not None):
+            # a name several symbols share: the one the session is about first (what the last
+            # question named, then what is open or was just shown)
+            exact.sort(key=lambda n: (n.id != subject, n.id not in recent and n.path not in recent))
         # in a long task many words happen to be names: one that names a single symbol says more
         # than one that twenty symbols share
         spec = 1.0 / math.sqrt(len(exact or found)) if plan.task and (exact or found) else 1.0
@@ -137,7 +146,7 @@ def subword_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
     words = {w for w in raw if w not in STOPWORDS} | {stem(w) for w in raw if w not in STOPWORDS}
     if len(words) < 2:
         return []
-    out: list[str] = []
+    matched: list[tuple[int, str]] = []
     seen: set[str] = set()
     for w in sorted(words):
         for name, subs in r.compound_names_with(w):
@@ -145,9 +154,16 @@ def subword_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
                 continue
             seen.add(name)
             if all(s in words or stem(s) in words for s in subs):
-                for n in r.engine.graph.symbols_named(name)[:3]:
-                    cands.add(n.id, "symbol-subwords", W_CI)
-                    out.append(n.id)
+                matched.append((len(set(subs)), name))
+    # the names that use most of the query's words first; when many names are made of its common
+    # words ("field", "model", "alias"), none of them is what the words describe more than the rest
+    matched.sort(key=lambda m: (-m[0], m[1]))
+    weight = W_CI * min(1.0, math.sqrt(SUBWORD_NAMES / len(matched))) if matched else 0.0
+    out: list[str] = []
+    for _, name in matched[:8]:
+        for n in r.engine.graph.symbols_named(name)[:3]:
+            cands.add(n.id, "symbol-subwords", weight)
+            out.append(n.id)
     return out[:8]
 
 
