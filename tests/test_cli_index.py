@@ -255,5 +255,7 @@ def test_a_workspace_without_python_and_a_target_that_is_no_python_file_say_so(t
     p = run("context", *common, "who calls main")
     assert p.returncode == 0 and "No matching code found" in p.stdout
     assert p.stderr.strip() == f"ctx-lsp: note: no Python files are indexed under {ws.resolve()}"
-    assert one_line_error(run("neighbors", *common, "README.md")) == "ctx-lsp: error: not an indexed Python file: README.md"
-    assert one_line_error(run("neighbors", *common, "no.such")) == "ctx-lsp: error: unknown symbol: no.such"
+    note = f"ctx-lsp: note: no Python files are indexed under {ws.resolve()}"
+    for target, error in (("README.md", "not an indexed Python file: README.md"), ("no.such", "unknown symbol: no.such")):
+        p = run("neighbors", *common, target)
+        assert p.returncode == 2 and p.stderr.splitlines() == [note, f"ctx-lsp: error: {error}"], p.stderr

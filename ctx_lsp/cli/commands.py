@@ -328,6 +328,8 @@ def cmd_neighbors(args: argparse.Namespace) -> int:
             node_id = engine.resolve_target(args.target)
             items = engine.neighbors(node_id)
         except (TargetNotFound, ValueError) as exc:
+            if not engine.index.facts:  # as context does: the reason nothing matched is the empty index
+                print(f"ctx-lsp: note: no Python files are indexed under {engine.root}", file=sys.stderr)
             raise CliError(str(exc)) from None
         also = engine.same_name_elsewhere(args.target, node_id)
     if also:  # on stderr: stdout stays the answer for the symbol chosen

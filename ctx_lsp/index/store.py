@@ -185,7 +185,7 @@ class IndexStore:
             log.warning("cache unreadable, rebuilding: %s", exc)
             return None
         if not raw.startswith(MAGIC):
-            log.warning("cache from another version, rebuilding: %s", self.path)
+            log.warning("not a ctx-lsp cache (damaged or foreign bytes), rebuilding: %s", self.path)
             return None
         body = memoryview(raw)[_PREFIX:]
         if len(raw) < _PREFIX or zlib.crc32(body) != int.from_bytes(raw[len(MAGIC):_PREFIX], "big"):
