@@ -10,6 +10,7 @@ import difflib
 import errno
 import logging
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -19,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from ctx_lsp.index.discovery import FileFilter
 from ctx_lsp.index.edge_words import EDGE_WORDS
+from ctx_lsp.index.facts import split_lines
 from ctx_lsp.index.git_activity import GitActivity, started_by_git
-from ctx_lsp.index.model import Edge, EdgeKind, Node
+from ctx_lsp.index.model import RESOLVER_IMPORT, Edge, EdgeKind, Node
 from ctx_lsp.index.workspace import BuildReport, Progress, WorkspaceIndex
 
 if TYPE_CHECKING:
@@ -53,6 +55,21 @@ def path_problem(text: str) -> str | None:
         if len(part.encode("utf-8", "surrogatepass")) > NAME_MAX:
             return f"a path component is longer than {NAME_MAX} bytes ({os.strerror(errno.ENAMETOOLONG)})"
     return None
+
+
+def _word_at(text: str, col: int) -> str:
+    """The identifier the 0-based code point `col` of `text` is on (or just after), else ""."""
+    for m in _IDENT.finditer(text):
+        if m.start() <= col <= m.end():
+            return m.group()
+    return ""
+
+
+_IDENT = re.compile(r"[^\W\d]\w*")
+
+
+def _short_name(node_id: str) -> str:
+    return node_id.rsplit(".", 1)[-1].rsplit(":", 1)[-1]
 
 
 def _exists(p: Path) -> bool:
@@ -326,14 +343,52 @@ class Engine:
         if col is not None:
             facts = self.index.facts.get(path)
             if facts is not None:
-                # on a call/reference site: the symbol it names
+                lines = split_lines(self._text_of(path))
+                text = lines[line - 1] if 0 < line <= len(lines) else ""
+                word = _word_at(text, col)
+                # on a call/reference site: the symbol it names, the one spelled under the cursor first
+                # (an import's edges all sit at its statement: _imported_at reads those)
+                statements = {(i.line, i.col) for i in facts.imports}
+                hits: list[Node] = []
                 for e in self.index.graph.file_edges.get(path, []):
-                    if e.line == line and e.kind in ("CALLS", "INSTANTIATES", "REFERENCES", "INHERITS") and \
-                            e.col <= col <= e.col + len(e.dst.rsplit(".", 1)[-1].rsplit(":", 1)[-1]):
+                    short = _short_name(e.dst)
+                    if e.line == line and e.kind in ("CALLS", "INSTANTIATES", "REFERENCES") and \
+                            (e.line, e.col) not in statements and e.col <= col <= e.col + len(short):
                         n = g.node(e.dst)
-                        if n is not None and e.kind != "INHERITS":
-                            return n
+                        if n is not None:
+                            if short == word:
+                                return n
+                            hits.append(n)
+                if hits:
+                    return hits[0]
+                imported = self._imported_at(path, facts, lines, line, word) if word else None
+                if imported is not None:
+                    return imported
         return g.innermost(path, line)
+
+    def _text_of(self, path: str) -> str:
+        """The file's text as the index holds it: the editor buffer, else the disk."""
+        overlay = self.index.overlay_text.get(path)
+        return overlay if overlay is not None else (self.index.disk_text(path) or "")
+
+    def _imported_at(self, path: str, facts: Any, lines: list[str], line: int, word: str) -> Node | None:
+        """The project symbol an import statement names at the cursor: its edges are sited at the
+        statement (`from pkg import a, b` is one site for both, and a parenthesised list runs on below
+        it), so the word under the cursor says which."""
+        g = self.index.graph
+        for imp in facts.imports:
+            if imp.line > line or (imp.asname or imp.name) != word:
+                continue
+            # the cursor is in this statement: on its first line, or on lines that continue it
+            if any(not lines[k - 1].startswith((" ", "\t", ")")) for k in range(imp.line + 1, line + 1)):
+                continue
+            # the graph keeps one edge per (source, target): a name imported twice is sited at the first
+            named = [e for e in g.file_edges.get(path, []) if e.kind == "REFERENCES" and _short_name(e.dst) == imp.name
+                     and e.resolver == RESOLVER_IMPORT]
+            named.sort(key=lambda e: e.line != imp.line)
+            for e in named:
+                return g.node(e.dst)
+        return None
 
     # -- neighbourhoods -----------------------------------------------------------------------
     def neighbors(self, node_id: str) -> list[dict[str, Any]]:

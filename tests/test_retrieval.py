@@ -395,3 +395,30 @@ def test_names_made_of_a_question_s_common_words_do_not_crowd_out_its_text(tmp_p
     assert top["symbol"] == "apply_model_field_alias"
     weights = [r["weight"] for i in pack["items"] for r in i["reasons"] if r["via"] == "symbol-subwords"]
     assert weights and max(weights) < 2.4
+
+
+def test_the_symbol_at_a_cursor_on_an_import_is_the_name_under_it(tmp_path: Path) -> None:
+    """An import's edges are sited at its statement, one site for all its names: the name under the
+    cursor says which (on a parenthesised list's lines too); on `from` or the module it is none of them."""
+    from conftest import write_tree
+
+    write_tree(tmp_path / "ws", {
+        "pkg/__init__.py": "",
+        "pkg/auth.py": "class Auth:\n    pass\n\n\nclass BasicAuth(Auth):\n    pass\n\n\ndef digest():\n    return 1\n",
+        "pkg/client.py": "from .auth import Auth, BasicAuth\nfrom .auth import (\n    digest,\n    BasicAuth as Basic,\n)\n\n\n"
+                         "def make():\n    return Basic(), digest()\n",
+    })
+    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
+    e.open()
+
+    def at(line: int, col: int) -> str | None:
+        n = e.symbol_at("pkg/client.py", line, col)
+        return n.id if n is not None else None
+
+    assert at(1, 19) == "pkg/auth.py::Auth"
+    assert at(1, 26) == "pkg/auth.py::BasicAuth"
+    assert at(1, 2) == "pkg/client.py"  # on `from`: the file
+    assert at(3, 6) == "pkg/auth.py::digest"
+    assert at(4, 18) == "pkg/auth.py::BasicAuth"  # the alias names it too
+    assert at(9, 12) == "pkg/auth.py::BasicAuth"  # a call through the alias
+    assert at(9, 21) == "pkg/auth.py::digest"
