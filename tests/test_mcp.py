@@ -164,6 +164,7 @@ async def test_bad_arguments_unknown_symbols_and_path_escapes_are_tool_errors(ws
         wrong_type = await err(s, "semantic_search", {"query": "tax", "top_n": "many"})
         too_small = await err(s, "semantic_search", {"query": "tax", "top_n": 0})
         bad_budget = await err(s, "get_context", {"query": "tax", "budget": -5})
+        bool_budget = await err(s, "get_context", {"query": "tax", "budget": True})  # JSON `true` is no count
         bad_format = await err(s, "get_architectural_context", {"file_path": "shop/models.py", "format": "xml"})
         not_a_string = await err(s, "find_callees", {"symbol": 42})
         unknown = await err(s, "find_callers", {"symbol": "aply_discount"})
@@ -196,6 +197,10 @@ async def test_bad_arguments_unknown_symbols_and_path_escapes_are_tool_errors(ws
     assert "not an indexed Python file: README.md" in place_not_code  # never ignored silently
     assert "line 9999 is past the end of shop/pricing.py" in place_past_end
     assert "budget" in bad_budget
+    assert "budget" in bool_budget and "boolean" in bool_budget
+    for msg in (missing, wrong_type, too_small, bad_budget, bool_budget, bad_format, not_a_string):
+        # one line naming the field, without pydantic's report layout or its documentation link
+        assert "\n" not in msg.strip() and "errors.pydantic.dev" not in msg and "invalid arguments: " in msg, msg
     assert "format" in bad_format
     assert "symbol" in not_a_string
     assert "unknown symbol: aply_discount; did you mean: apply_discount?" in unknown

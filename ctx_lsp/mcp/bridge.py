@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
-from pydantic import Field
+from pydantic import BeforeValidator, Field, ValidationError
 
 from ctx_lsp import __version__
 from ctx_lsp.engine import TEST_DEPTH, Engine, TargetNotFound, path_problem
@@ -303,9 +303,34 @@ Symbol = Annotated[str, Field(description="a symbol: short name (`apply_discount
                                           "`pkg.mod.func`, or `path/to/file.py::Qual.name` to disambiguate")]
 
 
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # pydantic's lax mode reads JSON `true` as 1
+        raise ValueError("Input should be a valid integer, not a boolean")
+    return value
+
+
+NOT_BOOL = BeforeValidator(_not_bool)  # after Field in Annotated: before it, the schema loses minimum/maximum
+
+
+class _Server(MCPServer):
+    """Argument validation errors in one line naming each field (the SDK gives pydantic's multi-line
+    report with a documentation link)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+                                 for err in cause.errors())
+            raise ToolError(f"Error executing tool {name}: invalid arguments: {problems}") from cause
+
+
 def build_server(bridge: Any) -> MCPServer:
     """An MCPServer whose tools call `bridge` (a Bridge, or a RelayBridge to the daemon: same calls)."""
-    app = MCPServer("ctx-lsp", instructions=INSTRUCTIONS, version=__version__)
+    app = _Server("ctx-lsp", instructions=INSTRUCTIONS, version=__version__)
 
     def call(fn, *a):  # type: ignore[no-untyped-def]
         try:
@@ -318,11 +343,12 @@ def build_server(bridge: Any) -> MCPServer:
     @app.tool()
     def get_context(
         query: Annotated[str, Field(description="the task or question in plain words, naming symbols/files if known")],
-        budget: Annotated[int, Field(ge=1, le=200_000, description="hard token budget of the pack")] = 4000,
+        budget: Annotated[int, Field(ge=1, le=200_000, description="hard token budget of the pack"), NOT_BOOL] = 4000,
         format: Annotated[Literal["markdown", "json"], Field(
             description="markdown (default, for reading) or json (the ContextPack, also as structured content)")] = "markdown",
         path: Annotated[str | None, Field(description="optional: the file you are working in (workspace-relative)")] = None,
-        line: Annotated[int | None, Field(ge=1, description="optional: 1-based line in `path` you are working at")] = None,
+        line: Annotated[int | None, Field(ge=1, description="optional: 1-based line in `path` you are working at"),
+                       NOT_BOOL] = None,
     ) -> CallToolResult:
         """Use FIRST for any task or question about this codebase: returns the smallest explained set of code
         (definitions, callers, callees, tests, related files) that answers it, ranked, within a hard token budget.
@@ -346,7 +372,7 @@ def build_server(bridge: Any) -> MCPServer:
     @app.tool()
     def semantic_search(
         query: Annotated[str, Field(description="words describing the behaviour or concept you are looking for")],
-        top_n: Annotated[int, Field(ge=1, le=100, description="how many files to return")] = 10,
+        top_n: Annotated[int, Field(ge=1, le=100, description="how many files to return"), NOT_BOOL] = 10,
     ) -> str:
         """Use when you know WHAT the code does but not its names: files ranked by BM25 over function and class
         chunks (names, signatures, docstrings, identifiers), each with its best-matching symbols and lines."""
