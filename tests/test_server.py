@@ -264,6 +264,12 @@ async def test_workspace_symbol_exact_substring_and_fuzzy(client: LanguageClient
     fuzzy = await client.workspace_symbol_async(types.WorkspaceSymbolParams(query="cchinv"))
     assert [s.name for s in fuzzy] == ["CachedInventory"]
     assert list(await client.workspace_symbol_async(types.WorkspaceSymbolParams(query="zzzz"))) == []
+    # a dotted query: the last part is the name, the rest its container (class, then module path)
+    dotted = await client.workspace_symbol_async(types.WorkspaceSymbolParams(query="Inventory.save"))
+    assert [(s.container_name, s.name) for s in dotted][:2] == [("Inventory", "save"), ("CachedInventory", "save")]
+    assert "Store" not in {s.container_name for s in dotted}
+    by_module = await client.workspace_symbol_async(types.WorkspaceSymbolParams(query="models.Store.sav"))
+    assert [(s.container_name, s.name) for s in by_module] == [("Store", "save")]
 
 
 # -- context commands --------------------------------------------------------------------------------

@@ -181,14 +181,26 @@ def workspace_symbols(ctx: Ctx, query: str) -> list[tuple[tuple[Any, ...], types
     g = ctx.engine.graph
     ranked: list[tuple[tuple[Any, ...], Node]] = []
     kind_rank = {"class": 0, "function": 1, "method": 2, "test": 3, "variable": 4}
+    # `Client.send`, `sessions.Session.send`: the last part matches names, the rest their containers
+    # (enclosing classes, then the module's dotted path)
+    outer, _, name = query.strip().rpartition(".")
+    if not name or not outer.strip("."):
+        outer, name = "", query
     for key in list(g.by_name):
-        rank = fuzzy_rank(key, query)
+        rank = fuzzy_rank(key, name)
         if rank is None:
             continue
         for node in g.symbols_named(key):
             if node.qualname is None or node.kind not in kind_rank:
                 continue
-            ranked.append(((rank, kind_rank[node.kind], len(node.name), node.path, node.qualname), node))
+            inner = 0
+            if outer:
+                where = (node.path.removesuffix(".py").replace("/", ".") + "." + node.qualname.rpartition(".")[0]).rstrip(".")
+                found = fuzzy_rank(where, outer)
+                if found is None:
+                    continue
+                inner = 0 if ("." + where.lower()).endswith("." + outer.lower()) else found
+            ranked.append(((rank, inner, kind_rank[node.kind], len(node.name), node.path, node.qualname), node))
     ranked.sort(key=lambda h: h[0])
     # only what is answered gets a location: a short query ("get") matches thousands of symbols, and
     # each name's range is read from its file's text
