@@ -308,6 +308,11 @@ async def test_context_at_cursor_after_non_ascii_text(client: LanguageClient) ->
     lens = next(le for le in lenses if le.range.start.line == 9)
     pack = await command(client, lens.command.command, *lens.command.arguments)
     assert "checkout" in [i["symbol"] for i in pack["items"]]
+    # a position below the file's last line is said so, not answered for the whole file
+    lines = len((ws / "shop/service.py").read_text(encoding="utf-8").splitlines())
+    below = await command(client, "ctx.contextAtCursor", {"uri": uri(ws, "shop/service.py"),
+                                                          "position": {"line": lines + 5, "character": 0}})
+    assert below["items"] == [] and below["reason"] == f"line {lines + 6} is past the end of shop/service.py ({lines} lines)"
 
 
 async def test_architectural_context_and_related(client: LanguageClient) -> None:

@@ -46,6 +46,9 @@ def context_at_cursor(ctx: Ctx, rel: str, position: Any, budget: int) -> dict[st
     if rel not in ctx.engine.graph:
         return empty_pack("", budget, f"file not in the index: {rel}", ctx.root.state != "ready")
     line, col = ctx.pos.to_core(ctx.abspath(rel), position)
+    lines = ctx.engine.index.facts[rel].lines
+    if line > lines + 1:  # an editor's cursor may sit on the empty line after the last newline, never below
+        return empty_pack("", budget, f"line {line} is past the end of {rel} ({lines} lines)", ctx.root.state != "ready")
     pack = ctx.engine.context_at(rel, line, col, budget, checkpoint=ctx.checkpoint)
     return _finish_pack(ctx, pack)
 
