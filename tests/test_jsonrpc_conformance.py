@@ -188,6 +188,19 @@ def test_params_failing_type_validation_get_invalid_params(live: RawClient, meth
     assert_alive(live)
 
 
+def test_a_client_error_is_logged_in_one_line_without_a_traceback(live: RawClient) -> None:
+    """Bad params are the client's mistake, answered as an error: the server's log says so in one
+    INFO line, not at ERROR with a traceback as if the server had failed."""
+    live.error(live.request("workspace/executeCommand", cursor(live, live.uri("shop/service.py"), 2**31)), INVALID_PARAMS)
+    live.request("shutdown")
+    live.notify("exit")
+    assert live.wait_exit() == 0
+    live.stderr.flush()
+    log = (live.ws.parent / "server.log").read_text(encoding="utf-8", errors="replace")
+    assert "Traceback" not in log and " ERROR " not in log, log
+    assert sum("answered as an error" in line and " INFO " in line for line in log.splitlines()) == 1, log
+
+
 def test_invalid_params_keep_a_string_id(live: RawClient) -> None:
     live.send({"jsonrpc": "2.0", "id": "req-7", "method": "textDocument/codeLens", "params": {}})
     live.error("req-7", INVALID_PARAMS)

@@ -10,6 +10,13 @@ import signal
 import sys
 from typing import BinaryIO, NoReturn
 
+from pygls.exceptions import (
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcMethodNotFound,
+    JsonRpcRequestCancelled,
+)
+
 from ctx_lsp.index.workspace import prepare_threaded_process
 from ctx_lsp.server.server import CtxLanguageServer
 
@@ -38,6 +45,19 @@ def _setup_logging(args: argparse.Namespace) -> None:
     verbose = bool(getattr(args, "verbose", False))
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     logging.getLogger("pygls").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(_client_errors_in_one_line)
+
+
+def _client_errors_in_one_line(record: logging.LogRecord) -> bool:
+    """A request the client got wrong (bad params, an unknown method) is answered with its error; pygls
+    also logs it at ERROR with a traceback, as if the server had failed. Keep one INFO line of it."""
+    exc = record.exc_info[1] if record.exc_info else None
+    if isinstance(exc, (JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcMethodNotFound, JsonRpcRequestCancelled)):
+        record.msg, record.args = "%s (answered as an error: %s)", (record.getMessage(), exc)
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        record.exc_info, record.exc_text = None, None
+        return logging.getLogger().isEnabledFor(logging.INFO)
+    return True
 
 
 def _private_wire() -> tuple[BinaryIO, BinaryIO]:
