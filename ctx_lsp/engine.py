@@ -287,7 +287,12 @@ class Engine:
                 return False, 0
             return bool(g.out_edges(n.id, ("OVERRIDES",))), -len(g.in_edges(n.id, ("OVERRIDES",)))
 
-        return sorted(hits, key=lambda n: (n.qualname != short and n.qualname != name, kind_rank.get(n.kind, 5),
+        def kind(n: Node) -> float:
+            # a def nested in a function (a closure, a local helper) after every method of the name
+            nested = n.kind == "function" and "." in (n.qualname or "")
+            return 2.5 if nested else kind_rank.get(n.kind, 5)
+
+        return sorted(hits, key=lambda n: (n.qualname != short and n.qualname != name, kind(n),
                                            "test" in n.path, *overrides(n), n.path, n.qualname or ""))
 
     def _inherited(self, owner: str, member: str) -> list[Node]:

@@ -422,3 +422,17 @@ def test_the_symbol_at_a_cursor_on_an_import_is_the_name_under_it(tmp_path: Path
     assert at(4, 18) == "pkg/auth.py::BasicAuth"  # the alias names it too
     assert at(9, 12) == "pkg/auth.py::BasicAuth"  # a call through the alias
     assert at(9, 21) == "pkg/auth.py::digest"
+
+
+def test_a_bare_name_means_a_method_before_a_def_nested_in_a_function(tmp_path: Path) -> None:
+    """`send` names Client.send, not the `send` closure inside another function."""
+    from conftest import write_tree
+
+    write_tree(tmp_path / "ws", {
+        "a_transport.py": "def handle(app):\n    def send(message):\n        return message\n    return send\n",
+        "client.py": "class Client:\n    def send(self, request):\n        return request\n",
+        "util.py": "def send(x):\n    return x\n",
+    })
+    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
+    e.open()
+    assert [n.id for n in e.find_symbols("send")] == ["util.py::send", "client.py::Client.send", "a_transport.py::handle.send"]
