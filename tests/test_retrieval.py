@@ -129,6 +129,17 @@ def test_a_short_name_is_a_mention_as_the_named_target_of_a_relation_when_it_exi
     assert not make_plan("who calls h", names).mentions
 
 
+def test_a_plain_word_that_ends_a_relation_question_and_names_a_function_is_a_mention() -> None:
+    """"who calls request" asks about `request`; "who calls request handlers in the adapter" describes
+    its target, and a word the workspace does not define is a description either way."""
+    names = {"request"}.__contains__
+    named = make_plan("who calls request?", names)
+    assert named.mentions == ["request"] and named.trigger == "EXPLICIT_SYMBOL"
+    described = make_plan("who calls request handlers in the adapter", names)
+    assert "request" not in described.mentions and [w for w, _, _ in described.soft] == ["request"]
+    assert not make_plan("who calls response", names).mentions
+
+
 @settings(max_examples=25, deadline=None)
 @given(budget=st.integers(min_value=20, max_value=3000))
 def test_budget_is_never_exceeded(engine: Engine, budget: int) -> None:

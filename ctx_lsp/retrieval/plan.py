@@ -90,6 +90,11 @@ class Plan:
         return out
 
 
+def _ends_with(low: str, word: str) -> bool:
+    """Whether `word` is the question's last word (a named target, not the start of a description)."""
+    return re.search(rf"\b{re.escape(word)}\W*$", low) is not None
+
+
 def _looks_like_identifier(word: str, sentence_initial: bool) -> bool:
     if "_" in word.strip("_") or (word.startswith("_") and len(word) > 1):
         return True
@@ -186,6 +191,8 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
         if lw in named_kind:
             kind_word, container = named_kind[lw]
             soft.append((lw, _KIND_HINT.get(kind_word), "container" if container else "target"))
+        elif lw in named_target and word == lw and is_symbol(word) and _ends_with(low, lw):
+            add(word)  # "who calls request": the question ends on a name the workspace defines
         elif lw in named_target:
             soft.append((lw, None, "target"))
     for e in errors:
