@@ -598,3 +598,19 @@ def test_every_edge_of_a_def_is_sited_in_its_lines(index: WorkspaceIndex, tmp_pa
                 if e.kind != "CONTAINS" and not node.start_line <= e.line <= node.end_line:
                     outside.append((node.id, node.start_line, node.end_line, e.kind, e.dst, e.line))
         assert not outside
+
+
+def test_importing_a_variable_that_holds_an_instance_references_the_variable(tmp_path: Path) -> None:
+    """`from conf import settings` where `settings = Settings()` refers to `settings` (it referred to
+    nothing: the variable stands for an instance, and only a symbol could be the target); an alias
+    variable (`Alias = Settings`) still refers to the class it names."""
+    from conftest import write_tree
+
+    write_tree(tmp_path / "ws", {
+        "conf.py": "class Settings:\n    debug = False\n\n\nsettings = Settings()\nAlias = Settings\nLIMIT = 20\n",
+        "user.py": "from conf import settings, Alias, LIMIT\n\n\ndef debug():\n    return settings.debug\n",
+    })
+    idx = build_index(tmp_path / "ws", tmp_path / "cache")
+    refs = {(e.dst, e.line, e.resolver) for e in idx.graph.out_edges("user.py") if e.kind == "REFERENCES"}
+    assert refs == {("conf.py::settings", 1, "ast-import"), ("conf.py::Settings", 1, "ast-import"),
+                    ("conf.py::LIMIT", 1, "ast-import")}

@@ -564,8 +564,10 @@ class Binder(Evaluator):
             self.resolver = RESOLVER_IMPORT
             raw = self.module_attr(module, imp.name, 0) if mpath else None
             value = self.deref_variable(raw, 0)
-            if (value is None or value is EXT) and raw is not None and raw[0] == "sym":
-                value = raw  # a variable holding a literal or a library object: the variable itself
+            if (value is None or value is EXT or value[0] != "sym") and raw is not None and raw[0] == "sym":
+                # a variable holding a literal, a library object or an instance (`DEFAULT = Limits()`):
+                # the variable itself
+                value = raw
             if value is not None and value[0] == "sym" and value[1] != src_scope:
                 add(src_scope, value[1], EdgeKind.REFERENCES.value, imp.line, imp.col, RESOLVER_IMPORT)
 
