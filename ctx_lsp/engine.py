@@ -348,7 +348,7 @@ class Engine:
         if col is not None:
             facts = self.index.facts.get(path)
             if facts is not None:
-                lines = split_lines(self._text_of(path))
+                lines = split_lines(self.index.text_of(path))
                 text = lines[line - 1] if 0 < line <= len(lines) else ""
                 word = _word_at(text, col)
                 # on a call/reference site: the symbol it names, the one spelled under the cursor first
@@ -370,11 +370,6 @@ class Engine:
                 if imported is not None:
                     return imported
         return g.innermost(path, line)
-
-    def _text_of(self, path: str) -> str:
-        """The file's text as the index holds it: the editor buffer, else the disk."""
-        overlay = self.index.overlay_text.get(path)
-        return overlay if overlay is not None else (self.index.disk_text(path) or "")
 
     def _imported_at(self, path: str, facts: Any, lines: list[str], line: int, word: str) -> Node | None:
         """The project symbol an import statement names at the cursor: its edges are sited at the

@@ -1121,6 +1121,12 @@ class WorkspaceIndex:
         data = read_source(self.root, rel, self.filter.max_bytes).data
         return decode_source(data)[0] if data is not None else None
 
+    def text_of(self, rel: str) -> str:
+        """A file's text as the index sees it: the editor buffer when one is open, else the disk ("" when
+        the disk refuses it)."""
+        overlay = self.overlay_text.get(rel)
+        return overlay if overlay is not None else (self.disk_text(rel) or "")
+
     def rename_file(self, old: str, new: str, text: str | None = None) -> int:
         facts = self.facts.get(old)
         if facts is None and text is None:

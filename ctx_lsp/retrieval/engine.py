@@ -272,10 +272,9 @@ class Retriever:
         hit = self._lines.get(path)
         if hit is not None and hit[0] == digest:
             return hit[1]
-        text = getattr(ix, "overlay_text", {}).get(path)
-        if text is None:
-            text = ix.disk_text(path) or ""  # regular files inside the root only (discovery.read_source)
-        lines = split_lines(text)  # line numbers as the index counted them (not str.splitlines)
+        # regular files inside the root only (discovery.read_source); line numbers as the index counted
+        # them (not str.splitlines)
+        lines = split_lines(ix.text_of(path))
         if len(self._lines) > 256:
             self._lines.clear()
         self._lines[path] = (digest, lines)
