@@ -230,3 +230,48 @@ def test_a_pooled_update_places_nodes_beside_the_workers_and_its_failure_is_rais
         (root / f"pkg/app{i}.py").write_text(files[f"pkg/app{i}.py"] + "\n# again\n", encoding="utf-8")
     with pytest.raises(RuntimeError, match="placing nodes failed"):
         index.refresh()
+
+
+def test_chunks_go_heaviest_first_with_about_equal_weight() -> None:
+    """A checkout changes a few very large files: handed out first, the workers finish together."""
+    items = [f"f{i}" for i in range(40)]
+    weight = {f"f{i}": (1000 if i in (7, 30) else 10 + i) for i in range(40)}
+    chunks = ws_mod._balanced(items, weight.__getitem__, 8, 4)
+    assert sorted(x for c in chunks for x in c) == sorted(items)  # every item once
+    assert chunks[0][0] in ("f7", "f30") and chunks[1][0] in ("f7", "f30")  # the heavy ones first, alone
+    target = sum(weight.values()) // 8
+    sums = [sum(weight[x] for x in c) for c in chunks]
+    assert all(target <= s < target + 50 for s in sums[2:-1]) and sums[-1] < target + 50  # light ones even
+    assert all(len(c) >= 4 for c in chunks[2:-1])
+
+
+def test_a_pooled_build_holds_files_and_bindings_in_the_order_an_in_process_build_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pools take the largest files first; what the index holds never depends on that order."""
+    monkeypatch.setattr(ws_mod, "PARALLEL_THRESHOLD", 8)
+    monkeypatch.setattr(ws_mod, "PARALLEL_BYTES", 0)
+    files = {"pkg/__init__.py": "", "pkg/util.py": UTIL}
+    files |= {f"pkg/app{i}.py": APP + "".join(f"\n\ndef f{j}():\n    return helper({j})\n" for j in range(i * 7 % 23))
+              for i in range(14)}
+    root = tmp_path / "ws"
+    _write(root, files)
+    pooled = WorkspaceIndex(root, cache_dir=tmp_path / "c1", workers=2)
+    pooled.fork_safe = True
+    if not pooled.may_fork_workers():
+        pytest.skip("this platform cannot fork")
+    pooled.load_or_build()
+    alone = WorkspaceIndex(root, cache_dir=tmp_path / "c2", workers=1)
+    alone.load_or_build()
+    assert pooled.workers_used == {"extract": 2, "bind": 2}
+    assert list(pooled.facts) == list(alone.facts)
+    assert list(pooled.bindings) == list(alone.bindings)
+    for i in range(14):  # a checkout of every app, in the pools again
+        (root / f"pkg/app{i}.py").write_text(files[f"pkg/app{i}.py"] + "\n\ndef extra():\n    return other(1)\n",
+                                            encoding="utf-8")
+    pooled.refresh()
+    alone.refresh()
+    assert pooled.workers_used == {"extract": 2, "bind": 2}
+    assert list(pooled.facts) == list(alone.facts)
+    assert list(pooled.bindings) == list(alone.bindings)
+    got, want = comparable(pooled), comparable(alone)
+    assert got == want, diff(got, want)

@@ -242,3 +242,22 @@ def test_a_cache_write_beside_threads_is_forked_and_a_failed_one_redone_here(
         stop.set()
     again = WorkspaceIndex(root, cache_dir=tmp_path / "cache")
     assert again.load_or_build(save=False).extracted == 0 and "pkg/b.py" in again.facts
+
+
+def test_a_pool_that_reaps_later_leaves_its_exited_children_to_the_next_pool() -> None:
+    """An indexer's update need not wait for its workers to exit (`reap_later`): a later pool reaps them."""
+    from ctx_lsp.index import forkpool
+
+    before = _children()
+    with ForkPool(_square, list(range(6)), 2, reap_later=True) as pool:
+        got = list(pool.results())
+    pids = {r[1] for r in got}
+    assert pids <= forkpool._EXITING or not pids & _children()  # handed over, not waited for
+    deadline = time.monotonic() + 10
+    while pids & _children() and time.monotonic() < deadline:
+        with ForkPool(_square, [1], 1) as again:  # a later pool reaps what has exited
+            list(again.results())
+        time.sleep(0.05)
+    assert not pids & _children(), "the earlier pool's children were reaped"
+    assert not pids & forkpool._EXITING
+    assert not _children() - before

@@ -51,10 +51,15 @@ class ForkPool(Generic[T, R]):
     waits for the parent between tasks. Use as a context manager: leaving it early kills the children.
     """
 
-    def __init__(self, fn: Callable[[T], R], tasks: Sequence[T], workers: int, stall: float = STALL_SECONDS) -> None:
+    def __init__(self, fn: Callable[[T], R], tasks: Sequence[T], workers: int, stall: float = STALL_SECONDS,
+                 reap_later: bool = False) -> None:
+        """`reap_later`: a child that finished its tasks is reaped by a later pool (or at its next
+        close) rather than waited for here: a child of a large indexer takes 10-20 ms to exit (its
+        address space torn down), which an update need not wait for."""
         if not hasattr(os, "fork"):
             raise ForkPoolError("this platform cannot fork")
-        self._fn, self._tasks, self._stall = fn, tasks, stall
+        _reap_exited()
+        self._fn, self._tasks, self._stall, self._reap_later = fn, tasks, stall, reap_later
         self._next = 0  # the next task to hand out
         self._children: list[_Child] = []
         try:
@@ -178,12 +183,30 @@ class ForkPool(Generic[T, R]):
             if child.pending:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child.pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(child.pid, 0)
+            if self._reap_later and not child.pending:
+                _EXITING.add(child.pid)  # it has answered everything and sees its task pipe closed: it ends
+            else:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(child.pid, 0)
             if child.result_r >= 0:
                 os.close(child.result_r)
                 child.result_r = -1
         self._children = []
+        _reap_exited()
+
+
+_EXITING: set[int] = set()  # children of `reap_later` pools not reaped yet
+
+
+def _reap_exited() -> None:
+    """Reap the `reap_later` children that have exited (never waits)."""
+    for pid in list(_EXITING):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere (a SIGCHLD handler, os.wait)
+            done = pid
+        if done:
+            _EXITING.discard(pid)
 
 
 def fork_quiet() -> int:

@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ctx_lsp.index.bind import Binder, FileBinding, PriorBinding
 from ctx_lsp.index.discovery import DELETED, FileFilter, discover, read_source, too_large
@@ -370,6 +370,38 @@ def nodes_of(facts: FileFacts) -> list[Node]:
     return nodes
 
 
+T = TypeVar("T")
+
+
+def _balanced(items: list[T], weight: Callable[[T], int], count: int, least: int) -> list[list[T]]:
+    """About `count` chunks of about equal weight (each at least `least` items unless one is heavy),
+    heaviest items first: a pool hands chunks out in order, so the last ones handed out are light
+    and the workers finish together (a checkout changes a few very large test modules)."""
+    weights = [weight(it) for it in items]
+    ordered = sorted(range(len(items)), key=lambda i: -weights[i])
+    target = max(1, sum(weights) // max(1, count))
+    least = min(least, max(1, len(items) // max(1, count)))
+    chunks: list[list[T]] = []
+    cur: list[T] = []
+    held = 0
+    for i in ordered:
+        cur.append(items[i])
+        held += weights[i]
+        if (held >= target and len(cur) >= least) or held >= 2 * target:
+            chunks.append(cur)
+            cur, held = [], 0
+    if cur:
+        chunks.append(cur)
+    return chunks
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
 def _bytes_at_least(files: dict[str, str], paths: list[str], limit: int) -> bool:
     """Whether `paths` hold at least `limit` bytes (stat only, stopping once reached)."""
     total = 0
@@ -700,12 +732,13 @@ class WorkspaceIndex:
         pooled = False
         if self.workers > 1 and total >= 2 * self.workers and may_start_processes() and (
                 total >= PARALLEL_THRESHOLD or _bytes_at_least(files, todo, PARALLEL_BYTES)):
-            chunk = max(1 if total < PARALLEL_THRESHOLD else 16, total // (self.workers * 8))
-            chunks = [items[i : i + chunk] for i in range(0, total, chunk)]
+            chunks = _balanced(items, lambda it: _file_size(files.get(it[1], "")), self.workers * 8,
+                               1 if total < PARALLEL_THRESHOLD else 16)
             if self.may_fork_workers():
                 # forked workers inherit the update's old facts (_OLD_FACTS) and the indexer: nothing to send
                 try:
-                    with ForkPool(_extract_chunk, [(c, None, _WANT_INTERFACES) for c in chunks], self.workers) as fpool:
+                    with ForkPool(_extract_chunk, [(c, None, _WANT_INTERFACES) for c in chunks], self.workers,
+                                  reap_later=True) as fpool:
                         for part in fpool.results():
                             results.extend(_from_chunk(part))
                             if progress:
@@ -730,6 +763,9 @@ class WorkspaceIndex:
                 results.append(_extract_one(*it))
                 if progress and (i % 50 == 0 or i == total - 1):
                     progress("parsing", i + 1, total)
+        if pooled:  # in the order asked (chunks went largest first): the index's order never depends on sizes
+            at = {rel: i for i, rel in enumerate(todo)}
+            results.sort(key=lambda r: at[r[0]])
         self.partial = sum(r[5] for r in results)
         for rel, facts, reason, size, mtime, _, old_iface in results:
             held = self.facts.get(rel)
@@ -909,12 +945,11 @@ class WorkspaceIndex:
                 self.ws.info.build_all()
             _FORK_WS, _FORK_PRIORS = self.ws, priors
             try:
-                chunk = max(32, total // (self.workers * 6))
-                chunks = [order[i : i + chunk] for i in range(0, total, chunk)]
+                chunks = _balanced(order, lambda p: self.facts[p].lines, self.workers * 6, 32)
                 out: list[FileBinding] = []
                 failed: list[BaseException] = []
                 try:
-                    with ForkPool(_bind_chunk, chunks, self.workers) as pool:  # the workers are forked now
+                    with ForkPool(_bind_chunk, chunks, self.workers, reap_later=True) as pool:  # the workers are forked now
                         beside = self._start_while_binding(changed or [], first, failed)
                         first = None  # it runs beside the pool
                         try:
@@ -930,6 +965,8 @@ class WorkspaceIndex:
                                 beside.join()
                     if failed:
                         raise failed[0]
+                    at = {p: i for i, p in enumerate(order)}
+                    out.sort(key=lambda b: at[b.path])  # in the order asked, as bound in process
                     if progress:
                         progress("binding", len(out), total)  # all in, and nothing runs beside any more
                     self.workers_used["bind"] = self.workers
