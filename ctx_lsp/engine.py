@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctx_lsp.index.discovery import FileFilter
 from ctx_lsp.index.edge_words import EDGE_WORDS
-from ctx_lsp.index.facts import split_lines
+from ctx_lsp.index.facts import is_test_path, split_lines
 from ctx_lsp.index.git_activity import GitActivity, started_by_git
 from ctx_lsp.index.model import RESOLVER_IMPORT, Edge, EdgeKind, Node
 from ctx_lsp.index.workspace import BuildReport, Progress, WorkspaceIndex
@@ -94,6 +94,8 @@ class Engine:
         self.opened = False
         self._retriever: Any = None
         self._git: GitActivity | None = None  # found on the first wait_for_git
+        self._aliases: tuple[tuple[int, float], dict[str, str]] | None = None  # see module_alias
+        self._scope_memo: Any = None  # retrieval.files.ScopeMemo, made on first use (see _scope)
         # the lexical indexes are written with the cache, so a fresh process need not rebuild them
         self.index.save_sections["lexical"] = lambda: self.retriever.lexical_snapshot()
 
@@ -257,12 +259,13 @@ class Engine:
 
     def same_name_elsewhere(self, target: str, chosen: str) -> list[str]:
         """Other symbols a bare or dotted name `target` (not a path, not PATH::NAME) names as well as
-        `chosen`: the chosen symbol's qualified name in other files, which only a path tells apart."""
+        `chosen`: defs of its name in other files or other classes (`process_response`, which eight
+        unrelated middlewares define), best first, as the MCP tools list them."""
         node = self.index.graph.node(chosen)
         t = target.strip()
         if node is None or node.qualname is None or "::" in t or "/" in t or t.endswith(".py"):
             return []
-        return [n.id for n in self.find_symbols(t) if n.id != chosen and n.qualname == node.qualname]
+        return [n.id for n in self.find_symbols(t) if n.id != chosen and n.name == node.name]
 
     def find_symbols(self, name: str) -> list[Node]:
         """Symbols matching a qualified name (`Class.method`, `pkg.mod.func`) or a short name, best first."""
@@ -279,7 +282,11 @@ class Engine:
 
             exact = [n for n in hits if n.qualname == dotted or full(n) == dotted or full(n).endswith("." + dotted)]
             hits = exact or self._inherited(".".join(parts[:-1]), short) or self._exported(parts)
+            module = self.module_alias(parts[0]) if not hits else None
+            if module is not None:  # `nx.shortest_path`, as the project's own code imports networkx
+                return self.find_symbols(".".join([module, *parts[1:]]))
         kind_rank = {"class": 0, "function": 1, "method": 2, "test": 3, "variable": 4}
+        scope = self._scope()
 
         def overrides(n: Node) -> tuple[bool, int]:
             # a method name many classes define means the definition the others override first
@@ -292,8 +299,36 @@ class Engine:
             nested = n.kind == "function" and "." in (n.qualname or "")
             return 2.5 if nested else kind_rank.get(n.kind, 5)
 
-        return sorted(hits, key=lambda n: (n.qualname != short and n.qualname != name, kind(n),
-                                           "test" in n.path, *overrides(n), n.path, n.qualname or ""))
+        # package code before examples, docs and scripts (retrieval's scope prior), then by kind; tests
+        # after the code they test
+        return sorted(hits, key=lambda n: (n.qualname != short and n.qualname != name, -scope(n.path), kind(n),
+                                           is_test_path(n.path), *overrides(n), n.path, n.qualname or ""))
+
+    def _scope(self) -> Callable[[str], float]:
+        from ctx_lsp.retrieval.files import ScopeMemo, scope_prior
+
+        if self._scope_memo is None:
+            self._scope_memo = ScopeMemo()
+        return scope_prior(self.index.ws, lambda _path: False, self._scope_memo)
+
+    def module_alias(self, name: str) -> str | None:
+        """The workspace module `name` stands for where the project's code imports it under that
+        name (`import networkx as nx`, `from django.db import models as m`): the module most of its
+        imports give the name, if any. Worked out once per index update."""
+        stamp = (id(self.index.facts), self.index.last_update)
+        if self._aliases is None or self._aliases[0] != stamp:
+            counts: dict[str, dict[str, int]] = {}
+            for f in self.index.facts.values():
+                for imp in f.imports:
+                    if imp.asname is None or imp.level:
+                        continue
+                    dotted = imp.module if imp.name is None else f"{imp.module}.{imp.name}"
+                    per = counts.setdefault(imp.asname, {})
+                    per[dotted] = per.get(dotted, 0) + 1
+            best = {a: max(sorted(per), key=per.__getitem__) for a, per in counts.items()}
+            self._aliases = (stamp, best)
+        module = self._aliases[1].get(name)
+        return module if module is not None and module != name and module in self.index.ws.modules else None
 
     def _inherited(self, owner: str, member: str) -> list[Node]:
         """`Class.member` where the class does not define `member` itself: the member its nearest

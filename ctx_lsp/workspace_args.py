@@ -52,7 +52,10 @@ def project_root(start: Path) -> Path:
 def workspace_root(args: argparse.Namespace) -> Path:
     """The resolved root: `ROOT` or `--root` as given, else the project the current directory is in
     (project_root); CliError when it is no directory."""
-    raw = getattr(args, "root_pos", None) or args.root
+    pos = getattr(args, "root_pos", None)
+    if pos is not None and args.root is not None and Path(pos).resolve() != Path(args.root).resolve():
+        raise CliError(f"two roots given ({pos} and --root {args.root}): give one")
+    raw = pos or args.root
     if raw is None:
         return project_root(Path.cwd())
     root = Path(raw)
@@ -76,7 +79,21 @@ def file_filter(args: argparse.Namespace) -> FileFilter:
 def workspace_cache_dir(args: argparse.Namespace, root: Path) -> Path:
     from ctx_lsp.index.cachedir import default_cache_dir
 
-    return Path(args.cache_dir).resolve() if args.cache_dir else default_cache_dir(root)
+    path = Path(args.cache_dir).resolve() if args.cache_dir else default_cache_dir(root)
+    if path.exists() and not path.is_dir():
+        raise CliError(f"the cache directory is not a directory: {path}")
+    return path
+
+
+def usable_cache_dir(args: argparse.Namespace, root: Path) -> Path:
+    """workspace_cache_dir, made if missing; CliError when the file system refuses it (a path under
+    a file, /proc, a read-only mount) rather than a failed write after the work is done."""
+    path = workspace_cache_dir(args, root)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot use the cache directory {path}: {exc.strerror or exc}") from None
+    return path
 
 
 def daemon_identity(args: argparse.Namespace) -> dict[str, Any]:

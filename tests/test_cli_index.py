@@ -245,6 +245,26 @@ def test_a_name_two_files_define_is_answered_for_one_with_a_note_naming_the_othe
     chosen = run("neighbors", "--json", *common, "pkg/b.py::g")
     assert json.loads(chosen.stdout)["target"] == "pkg/b.py::g" and chosen.stderr == ""
     assert run("neighbors", *common, "f").stderr == ""  # one f: nothing to say
+    # a method name unrelated classes define (no class overrides another's): the note names the others
+    (ws / "pkg" / "mw.py").write_text("class A:\n    def handle(self):\n        pass\n\n\n"
+                                      "class B:\n    def handle(self):\n        pass\n")
+    p = run("neighbors", *common, "handle")
+    assert p.returncode == 0 and p.stdout.splitlines()[0] == "pkg/mw.py::A.handle"
+    assert p.stderr.strip() == "ctx-lsp: note: handle also names pkg/mw.py::B.handle; give PATH::NAME to choose"
+
+
+def test_a_workspace_path_that_is_not_utf8_gets_its_cache_and_answers(tmp_path: Path) -> None:
+    """A root directory named in Latin-1 (a surrogate escape in Python) keys its default cache by the
+    path's bytes instead of failing to encode it."""
+    root = tmp_path / os.fsdecode(b"r\xe9sum\xe9")
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text("def helper():\n    return 1\n\n\ndef main():\n    return helper()\n")
+    env = {"CTX_LSP_CACHE_DIR": str(tmp_path / "caches")}
+    p = run("neighbors", "--root", os.fsdecode(root), "helper", env=env)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    assert "pkg/a.py::main" in p.stdout
+    (made,) = (tmp_path / "caches").iterdir()
+    assert made.name.startswith("r\ufffdsum\ufffd-")  # printable wherever it is shown
 
 
 def test_a_workspace_without_python_and_a_target_that_is_no_python_file_say_so(tmp_path: Path) -> None:
@@ -259,3 +279,23 @@ def test_a_workspace_without_python_and_a_target_that_is_no_python_file_say_so(t
     for target, error in (("README.md", "not an indexed Python file: README.md"), ("no.such", "unknown symbol: no.such")):
         p = run("neighbors", *common, target)
         assert p.returncode == 2 and p.stderr.splitlines() == [note, f"ctx-lsp: error: {error}"], p.stderr
+
+
+def test_a_cache_directory_the_file_system_refuses_and_two_roots_fail_with_one_line(tmp_path: Path) -> None:
+    """Before any work: not after indexing, with a traceback from the cache write and exit status 0."""
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "a.py").write_text("def f():\n    return 1\n")
+    a_file = tmp_path / "afile.py"
+    a_file.write_text("x = 1\n")
+    for cache, message in ((a_file, f"the cache directory is not a directory: {a_file}"),
+                           (a_file / "sub", f"cannot use the cache directory {a_file / 'sub'}: Not a directory")):
+        for cmd in (("index",), ("context", "what does f return"), ("neighbors", "f")):
+            p = run(cmd[0], "--root", str(ws), "--cache-dir", str(cache), *cmd[1:])
+            assert p.returncode == 2 and one_line_error(p) == f"ctx-lsp: error: {message}", (cmd, p.stderr)
+    assert a_file.read_text() == "x = 1\n"
+    other = tmp_path / "other"
+    other.mkdir()
+    p = run("index", str(ws), "--root", str(other), "--cache-dir", str(tmp_path / "c"))
+    assert one_line_error(p) == f"ctx-lsp: error: two roots given ({ws} and --root {other}): give one"
+    assert run("index", str(ws), "--root", str(ws), "--cache-dir", str(tmp_path / "c")).returncode == 0  # the same one twice

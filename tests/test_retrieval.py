@@ -447,3 +447,54 @@ def test_a_bare_name_means_a_method_before_a_def_nested_in_a_function(tmp_path: 
     e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
     e.open()
     assert [n.id for n in e.find_symbols("send")] == ["util.py::send", "client.py::Client.send", "a_transport.py::handle.send"]
+
+
+def test_a_name_means_package_code_before_examples_and_a_path_only_spelled_with_test_is_no_test(
+        tmp_path: Path) -> None:
+    """`shortest_path` lives in `graphs/shortest_paths/generic.py` (whose folder merely spells
+    "test") and in a second module; an example script's variable of that name comes last."""
+    from conftest import write_tree
+
+    write_tree(tmp_path / "ws", {
+        "graphs/__init__.py": "from graphs.shortest_paths.generic import shortest_path\n",
+        "graphs/shortest_paths/__init__.py": "",
+        "graphs/shortest_paths/generic.py": "def shortest_path(g, a, b):\n    return [a, b]\n",
+        "graphs/threshold.py": "def shortest_path(seq, a, b):\n    return [a]\n",
+        "examples/plot.py": "import graphs as gr\n\nshortest_path = gr.shortest_path(None, 1, 2)\n",
+        "examples/shortest_path.py": "def shortest_path():\n    pass\n",
+    })
+    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
+    e.open()
+    assert [n.id for n in e.find_symbols("shortest_path")] == [
+        "graphs/shortest_paths/generic.py::shortest_path", "graphs/threshold.py::shortest_path",
+        "examples/shortest_path.py::shortest_path", "examples/plot.py::shortest_path"]
+    # `gr.shortest_path`: the project imports `graphs as gr`, so gr reads as graphs (its re-export)
+    assert [n.id for n in e.find_symbols("gr.shortest_path")] == ["graphs/shortest_paths/generic.py::shortest_path"]
+    assert e.module_alias("gr") == "graphs" and e.module_alias("np") is None
+    assert e.find_symbols("zz.shortest_path") == []
+    pack = e.context_for({"query": "what does gr.shortest_path do", "budget": 600})
+    assert pack["items"][0]["path"] == "graphs/shortest_paths/generic.py"
+
+
+def test_a_question_about_a_name_nothing_defines_says_so_and_a_budget_too_small_is_no_miss(tmp_path: Path) -> None:
+    from conftest import write_tree
+
+    from ctx_lsp.retrieval.render import to_markdown
+
+    write_tree(tmp_path / "ws", {
+        "shop/cart.py": "class Cart:\n    def evict(self, item):\n        return item\n\n\n"
+                        "def clear_cart(cart):\n    return cart.evict(1)\n",
+    })
+    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
+    e.open()
+    pack = e.context_for({"query": "who calls evict_everything_now", "budget": 600})
+    assert pack["notes"] == ["no symbol, module or file named evict_everything_now is indexed; the items are the "
+                             "closest matches by text"]
+    assert "_note: no symbol, module or file named evict_everything_now" in to_markdown(pack)
+    for known in ("who calls Cart.evict", "who calls self.evict", "who calls cart.evict", "what does shop.cart do"):
+        assert "notes" not in e.context_for({"query": known, "budget": 600}), known
+    tiny = e.context_for({"query": "who calls Cart.evict", "budget": 3})
+    assert tiny["items"] == [] and tiny["symbols"]
+    text = to_markdown(tiny)
+    assert "No matching code found" not in text
+    assert "_Nothing fits in 3 tokens: " in text and "`shop/cart.py:2` `Cart.evict`; give a larger budget._" in text

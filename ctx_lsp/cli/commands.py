@@ -20,6 +20,7 @@ from ctx_lsp.workspace_args import (
     add_common,
     daemon_identity,
     file_filter,
+    usable_cache_dir,
     workspace_cache_dir,
     workspace_root,
 )
@@ -224,8 +225,8 @@ def _waiting_for_git() -> None:
 def open_engine(args: argparse.Namespace, progress: Any = None, dense: Any = None):  # type: ignore[no-untyped-def]
     from ctx_lsp.engine import Engine
 
-    engine = Engine(workspace_root(args), cache_dir=Path(args.cache_dir) if args.cache_dir else None, flt=file_filter(args),
-                    dense=dense)
+    root = workspace_root(args)
+    engine = Engine(root, cache_dir=usable_cache_dir(args, root), flt=file_filter(args), dense=dense)
     engine.index.background_save = True  # answer first; the process exits once the cache is written
     engine.wait_for_git(_waiting_for_git)
     engine.open(progress)

@@ -10,7 +10,13 @@ from typing import Any
 
 from ctx_lsp.engine import Engine
 from ctx_lsp.mcp.bridge import Bridge, build_server
-from ctx_lsp.workspace_args import daemon_identity, file_filter, workspace_cache_dir, workspace_root
+from ctx_lsp.workspace_args import (
+    daemon_identity,
+    file_filter,
+    usable_cache_dir,
+    workspace_cache_dir,
+    workspace_root,
+)
 
 log = logging.getLogger("ctx_lsp.mcp")
 
@@ -25,8 +31,7 @@ def _dense(args: argparse.Namespace) -> Any:
 
 def _engine(args: argparse.Namespace, dense: Any = None) -> Engine:
     root = workspace_root(args)  # CliError for a missing root is reported by the CLI (exit 2)
-    cache = Path(args.cache_dir) if getattr(args, "cache_dir", None) else None
-    engine = Engine(root, cache_dir=cache, flt=file_filter(args), dense=dense)
+    engine = Engine(root, cache_dir=usable_cache_dir(args, root), flt=file_filter(args), dense=dense)
     # its writes come from a forked child where one may fork (Linux: see WorkspaceIndex.save), so a
     # tool call never waits on the engine lock for the write after a background refresh
     engine.index.background_save = True

@@ -374,6 +374,10 @@ class Retriever:
             result["explain"] = {"files": q.file_features, "symbols": wide}
         if hop_target is not None:
             result["plan"]["hop"] = {"resolved": hop_target, "reached": len(hopped)}
+        unknown = [] if plan.task else [m for m in plan.mentions if not self._names_something(m)]
+        if unknown:  # a question about a name the index lacks: the items are only its nearest text
+            result["notes"] = [f"no symbol, module or file named {m} is indexed; the items are the closest "
+                               "matches by text" for m in unknown]
         if record and "memory" in features and out_items:  # an empty answer is nothing looked at
             self.episodic.record(query, plan.trigger, out_items, targets=q.resolved[:3] if plan.operators else None)
             for it in out_items[:3]:
@@ -563,6 +567,20 @@ class Retriever:
         if not hits or line > facts[hits[0]].lines:
             return None, None
         return hits[0], line
+
+    def _names_something(self, mention: str) -> bool:
+        """Whether a question's mention names an indexed symbol, module, file or commit."""
+        g = self.engine.graph
+        if "/" in mention or mention.endswith(".py") or mention in g:
+            return True  # a path: the file seeds say what they make of it
+        if mention in self.engine.index.ws.modules or self.engine.find_symbols(mention):
+            return True
+        if "." in mention and self.engine.find_symbols(mention.rpartition(".")[2]):
+            return True  # `self.send`, `adapter.send`: a receiver the question names, and a known method
+        try:
+            return self.engine._commit_named(mention) is not None
+        except LookupError:  # a prefix several commits share: it names something
+            return True
 
     def context_at(self, path: str, line: int, col: int | None, budget: int = 4000,
                    checkpoint: Callable[[], None] | None = None) -> dict[str, Any]:

@@ -62,6 +62,14 @@ def to_markdown(pack: dict[str, Any]) -> str:
             lines.append(item["text"])
             lines.append("```")
         lines.append("")
+    for note in pack.get("notes", ()):
+        lines.insert(3, f"_note: {note}_")
     if not pack["items"]:
-        lines.append("_No matching code found._")
+        ranked = pack.get("symbols") or []
+        if ranked:  # found, but the budget holds none of it
+            first = ranked[0]
+            lines.append(f"_Nothing fits in {pack['budget']} tokens: {len(ranked)} symbols ranked, the first "
+                         f"`{first['path']}:{first['start_line']}` `{first['symbol']}`; give a larger budget._")
+        else:
+            lines.append("_No matching code found._")
     return "\n".join(lines).rstrip() + "\n"
