@@ -6,6 +6,7 @@ stops it at the end (the daemon also exits on its own when idle).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -369,3 +370,33 @@ def test_a_daemon_opening_its_index_says_how_far_it_is_and_a_waiting_caller_show
     heard: list[tuple[str, int, int]] = []
     assert dc.ensure(ident, start=False, progress=lambda *p: heard.append(p)) == dc.socket_path(ws.cache.resolve())
     assert heard == [("parsing", 1, 4), ("binding", 4, 4)]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the peer's pid comes from SO_PEERCRED")
+def test_a_stopped_daemon_is_reported_as_not_responding_and_stop_kills_it(ws: Ws) -> None:
+    """A daemon that takes connections but answers nothing (SIGSTOP, or stuck) is not "not running":
+    status names its pid, stop kills it, and calls fall back to working in process."""
+    info = start(ws)
+    pid = info["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        p = run("daemon", "status", *ws.common)
+        assert p.returncode == 1
+        assert p.stdout.startswith(f"a ctx-lsp daemon is running but not responding: the daemon (pid {pid}) did not answer")
+        assert run("daemon", "status", "--json", *ws.common).stdout.strip() == json.dumps(
+            {"running": True, "responding": False, "pid": pid})
+        p = run("daemon", "stop", *ws.common)
+        assert p.stdout.strip() == "the ctx-lsp daemon did not answer (stopped or stuck): killed it"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            stat_file = Path(f"/proc/{pid}/stat")
+            if not stat_file.exists() or stat_file.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break  # gone, or a zombie its adopting init has not reaped yet
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"daemon {pid} still alive")
+        assert not socket_path(ws.cache.resolve()).exists()
+        assert run("daemon", "stop", *ws.common).stdout.strip() == "no ctx-lsp daemon was running"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

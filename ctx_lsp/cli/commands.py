@@ -430,13 +430,20 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         print(f"ctx-lsp daemon {info['pid']} serving {info['root']} ({info['files']} files)")
         return 0
     if args.daemon_command == "stop":
-        if dc.stop(cache_dir):
-            print("ctx-lsp daemon stopped")
+        ended = dc.stop(cache_dir)
+        if ended == "killed":
+            print("the ctx-lsp daemon did not answer (stopped or stuck): killed it")
         else:
-            print("no ctx-lsp daemon was running")
+            print("ctx-lsp daemon stopped" if ended else "no ctx-lsp daemon was running")
         return 0
     try:
         info = dc.hello(cache_dir)
+    except dc.DaemonNotResponding as exc:
+        if args.json:
+            print(json.dumps({"running": True, "responding": False, "pid": exc.pid}))
+        else:
+            print(f"a ctx-lsp daemon is running but not responding: {exc} ('ctx-lsp daemon stop' kills it)")
+        return 1
     except dc.DaemonUnavailable:
         if args.json:
             print(json.dumps({"running": False}))

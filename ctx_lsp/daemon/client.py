@@ -19,11 +19,14 @@ Policy (`$CTX_LSP_DAEMON`): unset or `use`: use a daemon that is already running
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -54,6 +57,27 @@ class DaemonUnavailable(Exception):
 class DaemonRefused(DaemonUnavailable):
     """The daemon that answers can never serve this caller (another one took the socket, or it failed
     to open the index): waiting longer would not help."""
+
+
+class DaemonNotResponding(DaemonUnavailable):
+    """A daemon accepted the connection but sent no answer in time (stopped with SIGSTOP, or stuck):
+    `pid` is the process listening on the socket, when the system says (Linux: SO_PEERCRED)."""
+
+    def __init__(self, message: str, pid: int | None) -> None:
+        super().__init__(message)
+        self.pid = pid
+
+
+def _peer_pid(s: socket.socket) -> int | None:
+    """The pid of the process holding the other end of a connected Unix socket (Linux only)."""
+    cred = getattr(socket, "SO_PEERCRED", None)
+    if cred is None:
+        return None
+    try:
+        pid, uid, _ = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, cred, struct.calcsize("3i")))
+    except OSError:
+        return None
+    return pid if pid > 0 and uid == os.getuid() else None
 
 
 class DaemonUserError(Exception):
@@ -112,10 +136,12 @@ def request(sock_path: Path, op: str, params: dict[str, Any] | None = None, time
     if st.st_uid != os.getuid():  # never talk to a socket another user planted
         raise DaemonUnavailable(f"{sock_path} belongs to another user")
     data = (json.dumps({"op": op, "params": params or {}}) + "\n").encode()
+    peer: int | None = None
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout)
             s.connect(str(sock_path))
+            peer = _peer_pid(s)
             s.sendall(data)
             s.shutdown(socket.SHUT_WR)
             chunks = []
@@ -124,6 +150,9 @@ def request(sock_path: Path, op: str, params: dict[str, Any] | None = None, time
                 if not chunk:
                     break
                 chunks.append(chunk)
+    except TimeoutError:
+        who = f"pid {peer}" if peer else "its process"
+        raise DaemonNotResponding(f"the daemon ({who}) did not answer within {timeout:g} s", peer) from None
     except OSError as exc:
         raise DaemonUnavailable(f"daemon unreachable: {exc}") from None
     try:
@@ -276,12 +305,21 @@ def _wait_gone(sock: Path, seconds: float) -> None:
         time.sleep(0.05)
 
 
-def stop(cache_dir: Path) -> bool:
-    """Ask the daemon of this cache directory to exit; False when none was running."""
+def stop(cache_dir: Path) -> str | None:
+    """Ask the daemon of this cache directory to exit: how it ended ("stopped", or "killed" for one
+    that accepted the request but did not answer, stopped or stuck), or None when none was running."""
     sock = socket_path(cache_dir)
     try:
         request(sock, "stop", timeout=10.0)
+    except DaemonNotResponding as exc:
+        if exc.pid is None:
+            return None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(exc.pid, signal.SIGKILL)  # a stopped process takes no other signal
+        with contextlib.suppress(OSError):
+            sock.unlink()  # a killed daemon cannot remove its socket
+        return "killed"
     except (DaemonUnavailable, DaemonUserError):
-        return False
+        return None
     _wait_gone(sock, 10.0)
-    return True
+    return "stopped"
