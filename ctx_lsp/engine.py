@@ -72,6 +72,9 @@ def _short_name(node_id: str) -> str:
     return node_id.rsplit(".", 1)[-1].rsplit(":", 1)[-1]
 
 
+_PATH_LINE = re.compile(r"^(.+\.py):(-?\d+)$")
+
+
 def _exists(p: Path) -> bool:
     """Path.exists, with the errors a path can raise (a component too long, an unreadable directory)
     turned into a one-line TargetNotFound."""
@@ -92,6 +95,7 @@ class Engine:
         self.jedi_enabled = jedi
         self.lock = threading.RLock()
         self.opened = False
+        self.open_report: BuildReport | None = None  # what the last open did (a warm start re-reads only changes)
         self._retriever: Any = None
         self._git: GitActivity | None = None  # found on the first wait_for_git
         self._aliases: tuple[tuple[int, float], dict[str, str]] | None = None  # see module_alias
@@ -103,6 +107,7 @@ class Engine:
     def open(self, progress: Progress | None = None) -> BuildReport:
         with self.lock:
             report = self.index.load_or_build(progress, save=False)
+            self.open_report = report
             self._attach_producers()
             self.index.save_pending()  # after the producers: their sections (static COVERS) are in the write
             self.opened = True
@@ -181,7 +186,15 @@ class Engine:
             if t in g:
                 return t
             raise TargetNotFound(f"unknown symbol: {t}")
-        if t.endswith(".py") or "/" in t or Path(t).is_absolute():
+        at = _PATH_LINE.match(t)
+        if at is not None:  # `pkg/mod.py:120`, as tracebacks, linters and `context --at` give it
+            rel = self.resolve_target(at.group(1), cwd)
+            line = int(at.group(2))
+            if not 1 <= line <= self.index.facts[rel].lines:
+                raise TargetNotFound(f"{rel} has no line {line}")
+            node = self.symbol_at(rel, line)
+            return node.id if node is not None else rel
+        if t.endswith(".py") or "/" in t or Path(t).is_absolute() or self._is_dir(t, cwd):
             problem = path_problem(t)
             if problem:
                 raise TargetNotFound(f"not a usable path: {problem}")
@@ -200,6 +213,8 @@ class Engine:
             rel = self.index.rel(p)
             if rel in g:
                 return rel
+            if p.is_dir():
+                raise TargetNotFound(f"{t} is a directory; pass a Python file inside it")
             raise TargetNotFound(f"file not in the index: {rel}")
         module = self.index.ws.modules.get(t)
         if module is not None and module in g and "." in t:
@@ -215,6 +230,16 @@ class Engine:
                 raise TargetNotFound(f"not an indexed Python file: {t}")
             raise TargetNotFound(f"unknown symbol: {t}")
         return candidates[0].id
+
+    def _is_dir(self, name: str, cwd: Path | None) -> bool:
+        """Whether a bare name (`docs`) is a directory under the root or the current directory and
+        no module or symbol: then it is a path, answered as one."""
+        if name in self.index.ws.modules or self.index.graph.symbols_named(name.rpartition(".")[2]):
+            return False
+        try:
+            return (self.root / name).is_dir() or ((cwd or Path.cwd()) / name).is_dir()
+        except (OSError, ValueError):
+            return False
 
     def _commit_named(self, text: str) -> str | None:
         """The commit node a hash names: in full, or any unique prefix of 7 or more hex digits (`git log

@@ -299,3 +299,20 @@ def test_a_cache_directory_the_file_system_refuses_and_two_roots_fail_with_one_l
     p = run("index", str(ws), "--root", str(other), "--cache-dir", str(tmp_path / "c"))
     assert one_line_error(p) == f"ctx-lsp: error: two roots given ({ws} and --root {other}): give one"
     assert run("index", str(ws), "--root", str(ws), "--cache-dir", str(tmp_path / "c")).returncode == 0  # the same one twice
+
+
+def test_neighbors_of_a_directory_says_so_and_of_a_path_and_line_answers_for_the_symbol_there(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "docs").mkdir()
+    (ws / "pkg" / "__init__.py").write_text("")
+    (ws / "pkg" / "a.py").write_text("import os\n\n\ndef helper():\n    return 1\n\n\ndef main():\n    return helper()\n")
+    common = ("--root", str(ws), "--cache-dir", str(tmp_path / "cache"))
+    for target in ("docs", "docs/", "pkg/"):
+        p = run("neighbors", *common, target)
+        assert one_line_error(p) == f"ctx-lsp: error: {target} is a directory; pass a Python file inside it"
+    assert run("neighbors", *common, "pkg").stdout.splitlines()[0] == "pkg/__init__.py"  # a package: its module
+    assert run("neighbors", *common, "pkg/a.py:9").stdout.splitlines()[0] == "pkg/a.py::main"
+    assert run("neighbors", *common, "pkg/a.py:1").stdout.splitlines()[0] == "pkg/a.py"  # module level: the file
+    for line in ("0", "10", "-2"):
+        assert one_line_error(run("neighbors", *common, f"pkg/a.py:{line}")) == f"ctx-lsp: error: pkg/a.py has no line {line}"

@@ -188,9 +188,14 @@ async def test_bad_arguments_unknown_symbols_and_path_escapes_are_tool_errors(ws
         not_indexed = await err(s, "get_architectural_context", {"file_path": "README.md"})
         absent = await err(s, "get_architectural_context", {"file_path": "shop/nope.py"})
         unknown_tool = await err(s, "no_such_tool", {})
+        misspelt = await err(s, "get_context", {"querry": "tax", "query": "tax"})
+        one_callee = await ok(s, "find_callees", {"symbol": "revenue_report"})
         # the server survives all of the above
         still = await ok(s, "find_callers", {"symbol": "tax_for"})
 
+    assert "unknown argument: querry (it takes query, budget, format, path, line)" in misspelt
+    assert "\n" not in misspelt.strip()
+    assert one_callee.startswith("1 callee of revenue_report"), one_callee
     assert "symbol" in missing and "required" in missing.lower()
     assert "top_n" in wrong_type
     assert "top_n" in too_small

@@ -275,7 +275,17 @@ def cmd_index(args: argparse.Namespace) -> int:
             print(f"  {n} problem{'s' if n != 1 else ''} (first: {first['path']}: {first['message']}"
                   f"{'; all: ctx-lsp index --json' if n > 1 else ''})")
     if not progress.tty:
-        print(f"indexed {summary['files']} files in {summary['seconds']:.2f} s", file=sys.stderr)
+        report = engine.open_report
+        took = f"{summary['seconds']:.2f} s"
+        files = f"{summary['files']} file{'s' if summary['files'] != 1 else ''}"
+        changed = len(engine.index.last_paths[0])  # added, edited or removed since the cache
+        if report is not None and report.warm and not changed:
+            print(f"up to date: {files}, none changed since the cache ({took})", file=sys.stderr)
+        elif report is not None and report.warm:
+            print(f"indexed {files}: {changed} changed since the cache, {report.rebound} re-bound "
+                  f"({took})", file=sys.stderr)
+        else:
+            print(f"indexed {files} in {took}", file=sys.stderr)
     return 0
 
 

@@ -239,7 +239,7 @@ class Bridge:
                         return (f"history unavailable for {head}: the index holds no commit history (no TOUCHED edges); "
                                 f"the workspace is not a git repository or its history has not been imported." + note)
                     return f"no recorded commit touched {head}" + note
-                lines = [f"{len(items)} commits touched {head}, as recorded in the index:"]
+                lines = [f"{len(items)} commit{'s' if len(items) != 1 else ''} touched {head}, as recorded in the index:"]
                 for it in items[:MAX_LINES]:
                     n: Node = it["node"]
                     doc = (n.doc or "").strip().splitlines()
@@ -252,7 +252,10 @@ class Bridge:
                         f"(static edges; dynamic dispatch such as getattr or callbacks is not seen)." + note)
             callers = len({it["node"].id for it in items})
             more = f", {len(items)} call sites" if relation == "callers" and len(items) > callers else ""
-            lines = [f"{callers if relation == 'callers' else len(items)} {word} {head}{more}:"]
+            count = callers if relation == "callers" else len(items)
+            if count == 1:  # "1 caller of", "1 callee of"
+                word = word.replace("s of", " of")
+            lines = [f"{count} {word} {head}{more}:"]
             for it in items[:MAX_LINES]:
                 n, e = it["node"], it["edge"]
                 loc = f"{e.path}:{e.line}" if relation == "callers" else f"{n.path}:{n.start_line}"
@@ -317,6 +320,12 @@ class _Server(MCPServer):
     report with a documentation link)."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        known = {t.name: t for t in await self.list_tools()}.get(name)
+        if known is not None and isinstance(arguments, dict):
+            unknown = sorted(set(arguments) - set(known.input_schema.get("properties", {})))
+            if unknown:  # a misspelt argument (`querry`) would otherwise be dropped in silence
+                raise ToolError(f"Error executing tool {name}: unknown argument{'s' if len(unknown) > 1 else ''}: "
+                                f"{', '.join(unknown)} (it takes {', '.join(known.input_schema.get('properties', {}))})")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
