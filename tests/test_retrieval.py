@@ -498,3 +498,20 @@ def test_a_question_about_a_name_nothing_defines_says_so_and_a_budget_too_small_
     text = to_markdown(tiny)
     assert "No matching code found" not in text
     assert "_Nothing fits in 3 tokens: " in text and "`shop/cart.py:2` `Cart.evict`; give a larger budget._" in text
+
+
+def test_a_question_ranks_package_code_before_an_example_at_equal_evidence(tmp_path: Path) -> None:
+    from conftest import write_tree
+
+    write_tree(tmp_path / "ws", {
+        "examples/demo.py": "def read_settings_file(p):\n    return p\n",
+        "pkg/__init__.py": "",
+        "pkg/settings.py": "def read_settings_file(p):\n    return p\n",
+    })
+    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
+    e.open()
+    pack = e.context_for({"query": "how are settings file contents read", "budget": 2000})
+    got = [i["path"] for i in pack["items"] if i["symbol"] == "read_settings_file"]
+    assert got == ["pkg/settings.py", "examples/demo.py"], pack["items"]
+    first, second = (i for i in pack["items"] if i["symbol"] == "read_settings_file")
+    assert first["score"] == second["score"]  # the same evidence: only the scope orders them

@@ -326,7 +326,11 @@ class Retriever:
         hopped, hop_target = self._expand(q)
         t["expand"] = time.perf_counter()
         check()
-        ranked = q.cands.ranked(self.prior(plan, features))
+        if plan.task:  # the file ranking orders task text's items (scope included)
+            ranked = q.cands.ranked(self.prior(plan, features))
+        else:  # a question: at equal evidence package code before examples, docs and scripts
+            scope = scope_prior(self.engine.index.ws, _named_nothing, self._scope_memo)
+            ranked = q.cands.ranked(self.prior(plan, features), tie=lambda nid: -scope(nid.partition("::")[0]))
         files: list[dict[str, Any]] = []
         if plan.task and "files" in features:
             ranked, files = self._rank_files(q, ranked)
@@ -624,6 +628,10 @@ class Retriever:
                 best[path] = (score, node_id)
         ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top_n]
         return [{"path": p, "score": round(s, 4), "best_chunk": nid} for p, (s, nid) in ranked]
+
+
+def _named_nothing(_path: str) -> bool:
+    return False
 
 
 def _no_prior(node_id: str) -> float:

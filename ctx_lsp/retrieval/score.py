@@ -51,9 +51,10 @@ class Candidates:
     def __contains__(self, node_id: str) -> bool:
         return node_id in self.pool
 
-    def ranked(self, prior: Callable[[str], float] | None = None) -> list[Candidate]:
+    def ranked(self, prior: Callable[[str], float] | None = None,
+               tie: Callable[[str], float] | None = None) -> list[Candidate]:
         """Score every candidate once. `prior(node_id)` multiplies a score (e.g. tests when the
-        question is not about tests)."""
+        question is not about tests); `tie(node_id)` orders equal scores, lower first (else node ids)."""
         for c in self.pool.values():
             # diminishing returns: the strongest reason counts fully, further ones by half
             ws = sorted((r.weight for r in c.reasons), reverse=True)
@@ -61,4 +62,6 @@ class Candidates:
             if prior is not None:
                 c.score *= prior(c.node_id)
             c.reasons.sort(key=lambda r: (-r.weight, r.via, r.source or ""))
+        if tie is not None:
+            return sorted(self.pool.values(), key=lambda c: (-c.score, c.hops, tie(c.node_id), c.node_id))
         return sorted(self.pool.values(), key=lambda c: (-c.score, c.hops, c.node_id))
