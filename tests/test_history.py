@@ -246,3 +246,27 @@ def test_git_never_reads_the_stdin_it_would_inherit(tmp_path: Path) -> None:
     empty = subprocess.run(["git", "hash-object", "--stdin"], input=b"", capture_output=True, check=True,
                            cwd=tmp_path).stdout.decode().strip()
     assert out == [empty, "the client's next message"]
+
+
+def test_a_checkout_read_file_by_file_gives_each_files_new_symbols_their_commits(
+        repo: tuple[Path, list[str]], tmp_path: Path) -> None:
+    """An editor's watcher reports a checkout's files one event each: the first re-read finds HEAD moved
+    and blames every file, some before their new facts are in. Each later re-read must still link
+    its file's new symbols to the commits that made them."""
+    root, _ = repo
+    (root / "pkg/other.py").write_text("def other():\n    return 1\n")
+    commit(root, "Dan", "dan@example.com", "2021-07-01T09:00:00+00:00", "Add other")
+    git(root, "checkout", "-q", "-b", "feature")
+    (root / "pkg/other.py").write_text("def other():\n    return 2\n")
+    (root / "pkg/calc.py").write_text((root / "pkg/calc.py").read_text() + "\n\ndef mul(a, b):\n    return a * b\n")
+    feature = commit(root, "Eve", "eve@example.com", "2021-08-01T09:00:00+00:00", "Add mul")
+    git(root, "checkout", "-q", "main")
+    engine = Engine(root, cache_dir=tmp_path / "cache")
+    engine.open()
+    git(root, "checkout", "-q", "feature")
+    for rel in ("pkg/other.py", "pkg/calc.py"):  # other.py's re-read blames calc.py with its old facts
+        engine.index.reload_file(rel)
+    assert (feature, "pkg/calc.py::mul") in {t[:2] for t in touched(engine.index)}
+    fresh = Engine(root, cache_dir=tmp_path / "fresh")
+    fresh.open()
+    assert touched(engine.index) == touched(fresh.index)

@@ -117,6 +117,19 @@ async def test_watched_file_changes_update_the_graph(client: LanguageClient) -> 
     assert await callers(client, refund) == {}
     st = await command(client, "ctx.indexStatus")
     assert st["files"] == 4
+    # a folder made, then removed: editors report the folder alone, not each file in it
+    (ws / "shop/sub").mkdir()
+    (ws / "shop/sub/more.py").write_text("from shop.service import refund\n\n\ndef again(i):\n"
+                                         "    return refund(i)\n", encoding="utf-8")
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
+        types.FileEvent(uri=uri(ws, "shop/sub"), type=types.FileChangeType.Created)]))
+    assert set(await callers(client, refund)) == {"again"}
+    (ws / "shop/sub/more.py").unlink()
+    (ws / "shop/sub").rmdir()
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
+        types.FileEvent(uri=uri(ws, "shop/sub"), type=types.FileChangeType.Deleted)]))
+    assert await callers(client, refund) == {}
+    assert (await command(client, "ctx.indexStatus"))["files"] == 4
 
 
 async def eventually(check: Any, limit: float = 30.0) -> Any:

@@ -100,10 +100,21 @@ def register(server: CtxLanguageServer) -> None:
     @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     def did_change_watched(ls: CtxLanguageServer, params: types.DidChangeWatchedFilesParams) -> None:
         open_docs = set(ls.workspace.text_documents)
+        indexed_dirs: dict[int, set[str]] = {}  # per root (by id), every directory holding an indexed file
         for change in params.changes:
             if change.uri in open_docs:
                 continue  # the editor buffer wins over the disk while the file is open
-            note(ls, change.uri, DISK, None)
+            got = ls.find(change.uri)
+            if got is None:
+                continue
+            root, rel = got
+            if root.engine.index.accepts(rel):
+                note(ls, change.uri, DISK, None)
+            elif _a_directory(root, rel, change.type, indexed_dirs):
+                # a folder removed, renamed or made (editors report it alone, not each file in it):
+                # it stands for the files indexed under it and those on disk there now (Root.apply)
+                root.pending[rel] = DISK
+                ls.schedule_flush(root)
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: CtxLanguageServer, *args: Any) -> None:
@@ -126,6 +137,23 @@ def register(server: CtxLanguageServer) -> None:
                 log.exception("writing the cache of %s at shutdown failed", root.path)
 
 
+def _a_directory(root: Root, rel: str, kind: types.FileChangeType | int, indexed_dirs: dict[int, set[str]]) -> bool:
+    """Whether a watched path that is no Python file the index takes is a directory that matters: one
+    gone that held indexed files, or one now on disk that discovery would list."""
+    if kind == types.FileChangeType.Deleted:
+        dirs = indexed_dirs.get(id(root))
+        if dirs is None:
+            dirs = indexed_dirs[id(root)] = set()
+            for path in root.engine.index.facts:
+                parts = path.split("/")[:-1]
+                dirs.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+        return rel in dirs
+    try:
+        return (root.path / rel).is_dir() and root.engine.index.accepts_dir(rel)
+    except OSError:
+        return False
+
+
 def _wait_saved(root: Root) -> None:
     with root.reading() as engine:  # a failed child's write is redone in process: under the lock
         engine.index.wait_saved()
@@ -142,7 +170,11 @@ async def _register_dynamic(ls: CtxLanguageServer) -> None:
         regs.append(types.Registration(
             id="ctx-lsp-watch-py", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
             register_options=types.DidChangeWatchedFilesRegistrationOptions(
-                watchers=[types.FileSystemWatcher(glob_pattern="**/*.py")])))
+                # and folders made or removed: editors report a folder's removal or rename once,
+                # for the folder, which `**/*.py` does not match
+                watchers=[types.FileSystemWatcher(glob_pattern="**/*.py"),
+                          types.FileSystemWatcher(glob_pattern="**/*",
+                                                  kind=types.WatchKind.Create | types.WatchKind.Delete)])))
     if ws is not None and ws.did_change_configuration is not None and ws.did_change_configuration.dynamic_registration:
         regs.append(types.Registration(id="ctx-lsp-config", method=types.WORKSPACE_DID_CHANGE_CONFIGURATION,
                                        register_options=types.DidChangeConfigurationRegistrationOptions(section="ctx")))

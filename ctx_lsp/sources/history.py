@@ -206,6 +206,10 @@ class History:
                             "work": [list(h) for h in work.get(p, [])] if p in dirty else []}
             changed.add(p)
         report.blamed = len(todo)
+        if paths is not None:
+            # a file the index just re-read gets its edges again even when its blame is current: a
+            # sync for another file of the same checkout may have blamed it before its new facts were in
+            changed |= {p for p in paths if p in facts and p in files}
         lg = self.state["log"]
         if lg.get("head") != head:
             try:
