@@ -313,6 +313,9 @@ async def test_context_at_cursor_after_non_ascii_text(client: LanguageClient) ->
     below = await command(client, "ctx.contextAtCursor", {"uri": uri(ws, "shop/service.py"),
                                                           "position": {"line": lines + 5, "character": 0}})
     assert below["items"] == [] and below["reason"] == f"line {lines + 6} is past the end of shop/service.py ({lines} lines)"
+    anchored = await command(client, "ctx.getContext", {"query": "what does this do", "uri": uri(ws, "shop/service.py"),
+                                                        "position": {"line": lines + 5, "character": 0}})
+    assert anchored["items"] == [] and anchored["reason"] == below["reason"]
 
 
 async def test_architectural_context_and_related(client: LanguageClient) -> None:
@@ -362,6 +365,7 @@ async def test_malformed_params_are_invalid_params_naming_the_field(client: Lang
          "'position.character'"),
         ("ctx.related", [{"uri": u, "position": {"line": 0, "character": 0}, "relation": "friends"}], "'relation'"),
         ("ctx.architecturalContext", [{}], "'uri'"),
+        ("ctx.getContext", [{"query": "x", "budget": 10**20}], "'budget' must be at most 200000"),
     ]
     for name, arguments, fragment in cases:
         with pytest.raises(JsonRpcInvalidParams) as info:

@@ -38,6 +38,10 @@ def get_context(ctx: Ctx, query: str, budget: int, rel: str | None, position: An
         line = ctx.pos.to_core(ctx.abspath(rel), position)[0]
     if rel is not None and rel not in ctx.engine.graph:
         rel, line = None, None  # a file not in the index cannot anchor the query; still answer it
+    if rel is not None and line is not None and line > (lines := ctx.engine.index.facts[rel].lines):
+        # as ctx.contextAtCursor: a place the file does not have is said so, not silently dropped
+        return empty_pack(query, budget, f"line {line} is past the end of {rel} ({lines} lines)",
+                          ctx.root.state != "ready")
     pack = ctx.engine.context(query, budget, path=rel, line=line, checkpoint=ctx.checkpoint)
     return _finish_pack(ctx, pack)
 
@@ -110,7 +114,7 @@ async def _cancellable(ls: CtxLanguageServer, root: Any, fn: Any, method: str) -
 
 async def _get_context(ls: CtxLanguageServer, obj: dict[str, Any], method: str) -> dict[str, Any]:
     query = P.string(obj, "query")
-    budget = P.positive_int(obj, "budget", ls.options.budget)
+    budget = P.positive_int(obj, "budget", ls.options.budget, P.MAX_BUDGET)
     uri = P.string(obj, "uri", required=False)
     position = P.position(obj, required=False)
     if position is not None and uri is None:
@@ -128,7 +132,7 @@ async def _get_context(ls: CtxLanguageServer, obj: dict[str, Any], method: str) 
 async def _context_at_cursor(ls: CtxLanguageServer, obj: dict[str, Any], method: str) -> dict[str, Any]:
     uri = P.string(obj, "uri")
     position = P.position(obj)
-    budget = P.positive_int(obj, "budget", ls.options.budget)
+    budget = P.positive_int(obj, "budget", ls.options.budget, P.MAX_BUDGET)
     root, rel = ls.locate(uri or "")
     return await _cancellable(ls, root, lambda ctx: context_at_cursor(ctx, rel, position, budget),
                               method)

@@ -21,6 +21,8 @@ def register(server: CtxLanguageServer) -> None:
     @server.feature(types.INITIALIZE)
     def initialize(ls: CtxLanguageServer, params: types.InitializeParams) -> None:
         ls.init_options = params.initialization_options  # validated with the `ctx` settings on initialized
+        if params.process_id is not None and params.process_id > 0 and ls.watch_parent is not None:
+            ls.watch_parent(params.process_id)
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: CtxLanguageServer, params: types.InitializedParams) -> None:

@@ -48,12 +48,17 @@ def string(obj: dict[str, Any], name: str, *, required: bool = True, nonempty: b
     return v
 
 
-def positive_int(obj: dict[str, Any], name: str, default: int) -> int:
+MAX_BUDGET = 200_000  # tokens, the most the MCP tools take too
+
+
+def positive_int(obj: dict[str, Any], name: str, default: int, maximum: int | None = None) -> int:
     v = obj.get(name)
     if v is None:
         return default
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v <= 0:
         raise invalid(f"field '{name}' must be a positive integer, got {v!r}")
+    if maximum is not None and v > maximum:
+        raise invalid(f"field '{name}' must be at most {maximum}, got {v!r}")
     return int(v)
 
 

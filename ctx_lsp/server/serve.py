@@ -8,6 +8,8 @@ import logging
 import os
 import signal
 import sys
+import threading
+import time
 from typing import BinaryIO, NoReturn
 
 from pygls.exceptions import (
@@ -77,6 +79,59 @@ def _private_wire() -> tuple[BinaryIO, BinaryIO]:
     return wire_in, wire_out
 
 
+class _EndsAtEof:
+    """The LSP wire in: when the client closes it (it exited, or was killed, without `exit`) the
+    server leaves at once, as on `exit`. Else pygls' loop would end and then wait for the index
+    build running in its executor (seconds on a large tree) with the workers forked for it."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+
+    def readline(self) -> bytes:
+        return self._ended(self.raw.readline())
+
+    def read(self, n: int = -1) -> bytes:
+        return self._ended(self.raw.read(n))
+
+    @staticmethod
+    def _ended(data: bytes) -> bytes:
+        if not data:
+            logging.getLogger("ctx_lsp.server").info("the client closed the connection: leaving")
+            _leave(0)
+        return data
+
+
+def watch_parent(pid: int, interval: float = 2.0) -> threading.Thread:
+    """Leave when the client process that started us (initialize's `processId`) is gone, as LSP
+    asks: a client killed with its pipes held open by another process never closes them."""
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # alive, another user's
+            return False
+        try:  # a zombie (exited, not reaped yet) is gone too
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+        except (OSError, IndexError):
+            return False
+
+    def run() -> None:
+        if gone():  # not a process we can see (the client runs in another pid namespace): no watch
+            logging.getLogger("ctx_lsp.server").info("the client's processId %d is not visible here: not watched", pid)
+            return
+        while not gone():
+            time.sleep(interval)
+        logging.getLogger("ctx_lsp.server").info("the client process %d is gone: leaving", pid)
+        _leave(1)
+
+    t = threading.Thread(target=run, name="ctx-lsp-parent-watch", daemon=True)
+    t.start()
+    return t
+
+
 def run_server(args: argparse.Namespace) -> int:
     """`ctx-lsp serve`: stdio by default, `--tcp --host --port` otherwise."""
     _setup_logging(args)
@@ -86,13 +141,14 @@ def run_server(args: argparse.Namespace) -> int:
     prepare_threaded_process("ctx_lsp.retrieval.engine")
     server = build_server()
     server.protocol.exit_now = _leave  # `exit`: 0 after `shutdown`, else 1 (LSP), without waiting for workers
+    server.watch_parent = watch_parent
     code = 0
     try:
         if getattr(args, "tcp", False):
             server.start_tcp(args.host, args.port)
         else:
             wire_in, wire_out = _private_wire()
-            server.start_io(wire_in, wire_out)
+            server.start_io(_EndsAtEof(wire_in), wire_out)  # type: ignore[arg-type]
     except SystemExit as exc:  # pygls' own way to end on `exit`, if it ever gets there
         code = exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:

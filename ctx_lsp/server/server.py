@@ -132,6 +132,7 @@ class CtxLanguageServer(LanguageServer):
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.options = Options()
         self.init_options: Any = None
+        self.watch_parent: Callable[[int], Any] | None = None  # serve.watch_parent: leave when the client is gone
         self.roots: list[Root] = []
         self.tasks: set[asyncio.Task[Any]] = set()
         self._flush_handles: dict[str, asyncio.TimerHandle] = {}
