@@ -108,10 +108,21 @@ class Engine:
         with self.lock:
             report = self.index.load_or_build(progress, save=False)
             self.open_report = report
+            self._attach_cached_refinement()
             self._attach_producers()
             self.index.save_pending()  # after the producers: their sections (static COVERS) are in the write
             self.opened = True
             return report
+
+    def _attach_cached_refinement(self) -> None:
+        """The jedi edges a refinement cached for this cache's files (`ctx-lsp index --refine`, or the
+        language server sharing the cache): in the graph of every process that opens it, so one-shot
+        answers equal the server's on the same files. No jedi runs here."""
+        from ctx_lsp.index.refine import STATE_KEY, attach_refiner
+
+        state = self.index.extra_state.get(STATE_KEY)
+        if isinstance(state, dict) and state.get("files"):
+            attach_refiner(self.index, lock=self.lock)
 
     def _attach_producers(self) -> None:
         """COVERS (ctx_lsp.sources.coverage_data) and TOUCHED (ctx_lsp.sources.history) producers: they re-apply their

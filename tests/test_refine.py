@@ -290,3 +290,50 @@ def test_a_decorator_factory_application_is_confirmed_not_contradicted(tmp_path:
     status = Refiner(index, sample_per_file=50).run()
     assert status["sampled"] >= 4  # route and route.decorator, from build and from index; work and its wrapper
     assert status["contradicted"] == 0 and status["confirmed"] == status["sampled"]
+
+
+def test_a_files_jedi_edges_do_not_depend_on_who_calls_it(tmp_path: Path) -> None:
+    """`make(cls)` calls its parameter: what it instantiates depends on its callers elsewhere. jedi's
+    dynamic parameter inference would guess it from them (and the per-file cache would never notice a
+    new caller); refinement answers from the file and what it imports only, the same on every run."""
+    import jedi
+
+    root = tmp_path / "ws"
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/maker.py": "def make(cls):\n    return cls()\n",
+        "pkg/kinds.py": "class Small:\n    pass\n\n\nclass Large:\n    pass\n",
+        "pkg/use.py": "from pkg.kinds import Small, Large\nfrom pkg.maker import make\n\n\n"
+                      "def a():\n    return make(Small)\n\n\ndef b():\n    return make(Large)\n",
+    }
+    index = open_files(root, files, tmp_path / "cache")
+    before = jedi.settings.dynamic_params
+    Refiner(index).run()
+    assert jedi.settings.dynamic_params == before  # the process's jedi settings are put back
+    assert [e for e in jedi_edges(index) if e.src == "pkg/maker.py::make"] == []
+
+
+def test_any_process_opening_a_refined_cache_has_its_jedi_edges_and_a_warm_start_drops_those_it_re_bound(
+        ws: tuple[Path, Path]) -> None:
+    """`ctx-lsp index --refine` (or the server) wrote jedi results: a later `neighbors` or `context`
+    on that cache answers with them, as the server does, without running jedi. A file the warm start
+    re-binds because a file it imports changed keeps its digest, yet loses them until refined again."""
+    from ctx_lsp.engine import Engine
+    from ctx_lsp.index.refine import refine_index
+
+    root, cache = ws
+    engine = Engine(root, cache_dir=cache)
+    engine.open()
+    refine_index(engine.index)
+    engine.index.save()
+    refined = {(e.src, e.dst) for e in jedi_edges(engine.index)}
+    assert any(src.startswith("pkg/use.py::") for src, _ in refined)
+    plain = Engine(root, cache_dir=cache)  # a one-shot process: no refinement runs
+    plain.open()
+    assert {(e.src, e.dst) for e in jedi_edges(plain.index)} == refined
+    # pkg/repo.py's interface changes on disk: pkg/use.py is re-bound by the warm start
+    (root / "pkg" / "repo.py").write_text(REPO.replace("class Holder:", "class Holder(object):"))
+    later = Engine(root, cache_dir=cache)
+    later.open()
+    assert "pkg/use.py" in (later.index.loaded_update or ((), ()))[1]
+    assert not any(e.src.startswith("pkg/use.py::") for e in jedi_edges(later.index))

@@ -28,6 +28,7 @@ import hashlib
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -43,7 +44,7 @@ from ctx_lsp.index.workspace import WorkspaceIndex
 log = logging.getLogger(__name__)
 
 STATE_KEY = "jedi"
-CACHE_VERSION = 3  # bump when the meaning of cached results changes
+CACHE_VERSION = 4  # bump when the meaning of cached results changes (4: no dynamic parameter inference)
 JEDI_LOCK = threading.RLock()  # every jedi call in this process; jedi is not thread-safe
 
 Progress = Callable[[str, int, int], None]
@@ -379,7 +380,8 @@ class Refiner:
             if res.targets:
                 stats["internal"] += 1
                 src = src_of(site.scope)
-                for dst, d in list(res.targets.items())[:MAX_TARGETS_PER_SITE]:
+                # jedi's inferred values are a set: sorted, the few kept are the same on every run
+                for dst, d in sorted(res.targets.items())[:MAX_TARGETS_PER_SITE]:
                     key = (src, dst, _kind_for(d))
                     if key in existing or key in new_edges or src == dst:
                         continue  # the static pass already has that edge; one edge per key in the graph
@@ -641,6 +643,12 @@ class _jedi_tuning:
         except OSError:
             pass
         jedi.settings.cache_directory = str(jdir)
+        # no dynamic parameter inference (jedi searching other modules for calls to guess what a
+        # parameter holds): it makes a file's answer depend on its callers, which the per-file cache
+        # never re-checks, and the search's own bounds on object-ordered sets made runs on the same
+        # tree differ (marshmallow: 27 or 28 edges)
+        self.dynamic = (jedi.settings.dynamic_params, jedi.settings.dynamic_params_for_other_modules)
+        jedi.settings.dynamic_params = jedi.settings.dynamic_params_for_other_modules = False
         self.trigger = parso.cache._CACHED_SIZE_TRIGGER
         parso.cache._CACHED_SIZE_TRIGGER = 10**9
         self.threshold = gc.get_threshold()
@@ -648,9 +656,11 @@ class _jedi_tuning:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        import jedi
         import parso.cache
 
         parso.cache._CACHED_SIZE_TRIGGER = self.trigger
+        jedi.settings.dynamic_params, jedi.settings.dynamic_params_for_other_modules = self.dynamic
         gc.set_threshold(*self.threshold)
         parso.cache.parser_cache.clear()  # the trees are not needed after the run; free the memory
 
@@ -662,11 +672,31 @@ def _trim_parso_cache(cap: int = PARSO_CACHE_CAP) -> None:
         parso.cache.parser_cache.clear()
 
 
+_ATTACHED: weakref.WeakKeyDictionary[WorkspaceIndex, Refiner] = weakref.WeakKeyDictionary()
+
+
+def attach_refiner(index: WorkspaceIndex, lock: AbstractContextManager | None = None,
+                   sources: SourceProvider | None = None) -> Refiner:
+    """The one Refiner of an index, made on first use: it puts the cached jedi edges of unchanged
+    files into the graph (any process that opens the cache, refining or not, so the CLI answers as
+    the server that refined the same files) and follows the index's updates. The files the warm
+    start itself updated (before anyone listened) lose theirs: one re-bound because a file it
+    imports changed has the same digest but maybe another answer."""
+    refiner = _ATTACHED.get(index)
+    if refiner is None:
+        refiner = _ATTACHED[index] = Refiner(index, lock=lock)
+        if index.loaded_update is not None and index.loaded_update[1]:
+            refiner._on_change(set(index.loaded_update[1]))
+    if lock is not None:
+        refiner.lock = lock
+    if sources is not None:
+        refiner.sources = sources
+    return refiner
+
+
 def refine_index(index: WorkspaceIndex, progress: Progress | None = None, budget_s: float | None = None,
                  sample_per_file: int = 5, lock: AbstractContextManager | None = None) -> dict[str, Any]:
     """One-shot helper for the CLI and benchmarks: refine, save, report."""
-    refiner = Refiner(index, sample_per_file=sample_per_file, lock=lock)
-    try:
-        return refiner.run(progress=progress, budget_s=budget_s)
-    finally:
-        refiner.detach()
+    refiner = attach_refiner(index, lock)
+    refiner.sample_per_file = sample_per_file
+    return refiner.run(progress=progress, budget_s=budget_s)

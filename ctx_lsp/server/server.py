@@ -545,13 +545,13 @@ class CtxLanguageServer(LanguageServer):
         root.refine_task = self.spawn(self._refine(root))
 
     async def _refine(self, root: Root) -> None:
-        from ctx_lsp.index.refine import Refiner
+        from ctx_lsp.index.refine import attach_refiner
 
         engine = root.engine
         cancel = root.cancel
         if root.refiner is None:
             root.refiner = await asyncio.to_thread(
-                lambda: Refiner(engine.index, lock=engine.lock, sources=source_of(root)))
+                lambda: attach_refiner(engine.index, lock=engine.lock, sources=source_of(root)))
         refiner = root.refiner
         while True:
             root.refine_again = False
