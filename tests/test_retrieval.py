@@ -411,16 +411,12 @@ def test_names_made_of_a_question_s_common_words_do_not_crowd_out_its_text(tmp_p
 def test_the_symbol_at_a_cursor_on_an_import_is_the_name_under_it(tmp_path: Path) -> None:
     """An import's edges are sited at its statement, one site for all its names: the name under the
     cursor says which (on a parenthesised list's lines too); on `from` or the module it is none of them."""
-    from conftest import write_tree
-
-    write_tree(tmp_path / "ws", {
+    e = _engine_on(tmp_path, {
         "pkg/__init__.py": "",
         "pkg/auth.py": "class Auth:\n    pass\n\n\nclass BasicAuth(Auth):\n    pass\n\n\ndef digest():\n    return 1\n",
         "pkg/client.py": "from .auth import Auth, BasicAuth\nfrom .auth import (\n    digest,\n    BasicAuth as Basic,\n)\n\n\n"
                          "def make():\n    return Basic(), digest()\n",
     })
-    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
-    e.open()
 
     def at(line: int, col: int) -> str | None:
         n = e.symbol_at("pkg/client.py", line, col)
@@ -435,17 +431,23 @@ def test_the_symbol_at_a_cursor_on_an_import_is_the_name_under_it(tmp_path: Path
     assert at(9, 21) == "pkg/auth.py::digest"
 
 
-def test_a_bare_name_means_a_method_before_a_def_nested_in_a_function(tmp_path: Path) -> None:
-    """`send` names Client.send, not the `send` closure inside another function."""
+def _engine_on(tmp_path: Path, files: dict[str, str]) -> Engine:
+    """An opened Engine over `files` written under tmp_path/ws."""
     from conftest import write_tree
 
-    write_tree(tmp_path / "ws", {
+    write_tree(tmp_path / "ws", files)
+    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
+    e.open()
+    return e
+
+
+def test_a_bare_name_means_a_method_before_a_def_nested_in_a_function(tmp_path: Path) -> None:
+    """`send` names Client.send, not the `send` closure inside another function."""
+    e = _engine_on(tmp_path, {
         "a_transport.py": "def handle(app):\n    def send(message):\n        return message\n    return send\n",
         "client.py": "class Client:\n    def send(self, request):\n        return request\n",
         "util.py": "def send(x):\n    return x\n",
     })
-    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
-    e.open()
     assert [n.id for n in e.find_symbols("send")] == ["util.py::send", "client.py::Client.send", "a_transport.py::handle.send"]
 
 
@@ -453,9 +455,7 @@ def test_a_name_means_package_code_before_examples_and_a_path_only_spelled_with_
         tmp_path: Path) -> None:
     """`shortest_path` lives in `graphs/shortest_paths/generic.py` (whose folder merely spells
     "test") and in a second module; an example script's variable of that name comes last."""
-    from conftest import write_tree
-
-    write_tree(tmp_path / "ws", {
+    e = _engine_on(tmp_path, {
         "graphs/__init__.py": "from graphs.shortest_paths.generic import shortest_path\n",
         "graphs/shortest_paths/__init__.py": "",
         "graphs/shortest_paths/generic.py": "def shortest_path(g, a, b):\n    return [a, b]\n",
@@ -463,8 +463,6 @@ def test_a_name_means_package_code_before_examples_and_a_path_only_spelled_with_
         "examples/plot.py": "import graphs as gr\n\nshortest_path = gr.shortest_path(None, 1, 2)\n",
         "examples/shortest_path.py": "def shortest_path():\n    pass\n",
     })
-    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
-    e.open()
     assert [n.id for n in e.find_symbols("shortest_path")] == [
         "graphs/shortest_paths/generic.py::shortest_path", "graphs/threshold.py::shortest_path",
         "examples/shortest_path.py::shortest_path", "examples/plot.py::shortest_path"]
@@ -477,16 +475,12 @@ def test_a_name_means_package_code_before_examples_and_a_path_only_spelled_with_
 
 
 def test_a_question_about_a_name_nothing_defines_says_so_and_a_budget_too_small_is_no_miss(tmp_path: Path) -> None:
-    from conftest import write_tree
-
     from ctx_lsp.retrieval.render import to_markdown
 
-    write_tree(tmp_path / "ws", {
+    e = _engine_on(tmp_path, {
         "shop/cart.py": "class Cart:\n    def evict(self, item):\n        return item\n\n\n"
                         "def clear_cart(cart):\n    return cart.evict(1)\n",
     })
-    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
-    e.open()
     pack = e.context_for({"query": "who calls evict_everything_now", "budget": 600})
     assert pack["notes"] == ["no symbol, module or file named evict_everything_now is indexed; the items are the "
                              "closest matches by text"]
@@ -501,15 +495,11 @@ def test_a_question_about_a_name_nothing_defines_says_so_and_a_budget_too_small_
 
 
 def test_a_question_ranks_package_code_before_an_example_at_equal_evidence(tmp_path: Path) -> None:
-    from conftest import write_tree
-
-    write_tree(tmp_path / "ws", {
+    e = _engine_on(tmp_path, {
         "examples/demo.py": "def read_settings_file(p):\n    return p\n",
         "pkg/__init__.py": "",
         "pkg/settings.py": "def read_settings_file(p):\n    return p\n",
     })
-    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
-    e.open()
     pack = e.context_for({"query": "how are settings file contents read", "budget": 2000})
     got = [i["path"] for i in pack["items"] if i["symbol"] == "read_settings_file"]
     assert got == ["pkg/settings.py", "examples/demo.py"], pack["items"]
