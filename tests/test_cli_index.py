@@ -316,3 +316,17 @@ def test_neighbors_of_a_directory_says_so_and_of_a_path_and_line_answers_for_the
     assert run("neighbors", *common, "pkg/a.py:1").stdout.splitlines()[0] == "pkg/a.py"  # module level: the file
     for line in ("0", "10", "-2"):
         assert one_line_error(run("neighbors", *common, f"pkg/a.py:{line}")) == f"ctx-lsp: error: pkg/a.py has no line {line}"
+
+
+def test_index_says_whether_anything_changed_since_the_cache(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "a.py").write_text("def f():\n    return 1\n")
+    (ws / "pkg" / "b.py").write_text("from pkg.a import f\n\n\ndef g():\n    return f()\n")
+    common = ("--root", str(ws), "--cache-dir", str(tmp_path / "cache"))
+    assert re.fullmatch(r"indexed 2 files in [\d.]+ s\n", run("index", *common).stderr)
+    assert re.fullmatch(r"up to date: 2 files, none changed \([\d.]+ s\)\n", run("index", *common).stderr)
+    (ws / "pkg" / "a.py").write_text("def f(x=1):\n    return x\n")
+    assert re.fullmatch(r"indexed 2 files: 1 changed, 2 re-bound \([\d.]+ s\)\n", run("index", *common).stderr)
+    (ws / "pkg" / "b.py").unlink()
+    assert re.fullmatch(r"indexed 1 file: 1 changed, 0 re-bound \([\d.]+ s\)\n", run("index", *common).stderr)

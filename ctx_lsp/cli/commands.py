@@ -280,9 +280,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         files = f"{summary['files']} file{'s' if summary['files'] != 1 else ''}"
         changed = len(engine.index.last_paths[0])  # added, edited or removed since the cache
         if report is not None and report.warm and not changed:
-            print(f"up to date: {files}, none changed since the cache ({took})", file=sys.stderr)
+            print(f"up to date: {files}, none changed ({took})", file=sys.stderr)
         elif report is not None and report.warm:
-            print(f"indexed {files}: {changed} changed since the cache, {report.rebound} re-bound "
+            print(f"indexed {files}: {changed} changed, {report.rebound} re-bound "
                   f"({took})", file=sys.stderr)
         else:
             print(f"indexed {files} in {took}", file=sys.stderr)
