@@ -505,3 +505,19 @@ def test_a_question_ranks_package_code_before_an_example_at_equal_evidence(tmp_p
     assert got == ["pkg/settings.py", "examples/demo.py"], pack["items"]
     first, second = (i for i in pack["items"] if i["symbol"] == "read_settings_file")
     assert first["score"] == second["score"]  # the same evidence: only the scope orders them
+
+
+def test_the_tests_of_a_helper_no_test_calls_are_those_of_its_callers(tmp_path: Path) -> None:
+    """`which tests cover _check`: no test calls the private helper; the tests of the function that
+    does are its tests, as `tests_for` and the editors' lists say."""
+    e = _engine_on(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/forms.py": "def _check(value):\n    return value > 0\n\n\ndef validate(value):\n    return _check(value)\n",
+        "tests/test_forms.py": "from pkg.forms import validate\n\n\ndef test_validate_positive():\n"
+                               "    assert validate(3)\n\n\ndef test_unrelated():\n    assert 1 + 1 == 2\n",
+    })
+    pack = e.context_for({"query": "which tests cover _check", "budget": 2000})
+    tests = [i["symbol"] for i in pack["items"] if i["kind"] == "test"]
+    assert tests and tests[0] == "test_validate_positive", pack["items"]
+    assert "test_unrelated" not in tests[:1]
+    assert [t["node"].qualname for t in e.tests_for("pkg/forms.py::_check")] == ["test_validate_positive"]

@@ -240,9 +240,17 @@ async def test_code_lens_counts_callers_and_tests(client: LanguageClient) -> Non
     lenses = await client.text_document_code_lens_async(types.CodeLensParams(
         text_document=types.TextDocumentIdentifier(uri=uri(ws, "shop/service.py"))))
     by_line = {lens.range.start.line: lens for lens in lenses}
-    assert by_line[5].command.title == "1 caller · 0 tests"  # open_inventory
+    # the tests ctx.related and ctx.symbolRelations list: covering it, or reaching it through calls
+    assert by_line[5].command.title == "1 caller · 1 test"  # open_inventory: test_checkout via checkout
     assert by_line[9].command.title == "2 callers · 1 test"  # checkout: refund + test_checkout
     assert by_line[15].command.title == "0 callers · 0 tests"  # refund
+    at = {"uri": uri(ws, "shop/service.py"),
+          "position": {"line": 5, "character": position_of(ws, "shop/service.py", "open_inventory", enc, line=5).character}}
+    related = await command(client, "ctx.related", {**at, "relation": "tests"})
+    named = await command(client, "ctx.symbolRelations", {"symbol": "open_inventory", "relation": "tests"})
+    assert [loc["symbol"] for loc in related["locations"]] == [loc["symbol"] for loc in named["locations"]] == [
+        "test_checkout"]
+    assert "reaches it via checkout" in related["locations"][0]["reason"]
     lens = by_line[9]
     assert lens.command.command == "ctx.contextAtCursor"
     assert list(lens.command.arguments) == [{"uri": uri(ws, "shop/service.py"), "position": {
@@ -250,8 +258,8 @@ async def test_code_lens_counts_callers_and_tests(client: LanguageClient) -> Non
     models = await client.text_document_code_lens_async(types.CodeLensParams(
         text_document=types.TextDocumentIdentifier(uri=uri(ws, "shop/models.py"))))
     titles = {m.range.start.line: m.command.title for m in models}
-    assert titles[10] == "1 caller · 0 tests"  # Inventory: instantiated by open_inventory
-    assert titles[16] == "2 callers · 0 tests"  # Inventory.save: checkout and CachedInventory.save
+    assert titles[10] == "1 caller · 1 test"  # Inventory: instantiated by open_inventory (test_checkout)
+    assert titles[16] == "2 callers · 1 test"  # Inventory.save: checkout and CachedInventory.save
 
 
 async def test_workspace_symbol_exact_substring_and_fuzzy(client: LanguageClient) -> None:

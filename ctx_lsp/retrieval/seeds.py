@@ -240,6 +240,9 @@ def history_seeds(r: Retriever, plan: Plan, cands: Candidates, resolved: list[st
     return out
 
 
+TEST_REACH = 2  # calls between a symbol no test covers and the callers whose tests count (engine.TEST_DEPTH less the test's own)
+
+
 def test_seeds(r: Retriever, plan: Plan, cands: Candidates, resolved: list[str]) -> list[str]:
     """The tests generator: tests covering a target (dynamic coverage first), tests to run after
     changing it (covering its callers too), and what a named test exercises."""
@@ -259,6 +262,8 @@ def test_seeds(r: Retriever, plan: Plan, cands: Candidates, resolved: list[str])
                 out.append(node_id)
             continue
         hits = cov.tests_to_run(target, depth=1) if _RUN_AFTER.search(plan.query) else cov.tests_for(target)
+        if not hits:  # no test covers it (a private helper): the tests that reach it through its callers
+            hits = cov.tests_to_run(target, depth=TEST_REACH)
         for i, hit in enumerate(hits[:15]):
             w = W_TESTS * (0.6 if hit.stale else 1.0) / (1 + 0.5 * hit.depth + 0.02 * i)
             cands.add(hit.test, f"tests ({hit.resolver}{', stale' if hit.stale else ''})", w, source=target, hops=1)

@@ -77,7 +77,10 @@ def related(ctx: Ctx, rel: str, position: Any, relation: str) -> dict[str, Any]:
         return {"symbol": None, "relation": relation, "locations": [],
                 "reason": f"no symbol at {rel}:{line}:{col}" if rel in ctx.engine.graph else f"file not in the index: {rel}"}
     try:
-        found = ctx.engine.related(node.id, relation, every_site=True)  # callers: every call site
+        if relation == "tests":  # as ctx.symbolRelations and the MCP tool: covering, then reaching it
+            found = [{"node": t["node"], "edge": None, "reason": t["reason"]} for t in ctx.engine.tests_for(node.id)]
+        else:
+            found = ctx.engine.related(node.id, relation, every_site=True)  # callers: every call site
     except TargetNotFound as exc:
         return {"symbol": node.id, "relation": relation, "locations": [], "reason": str(exc)}
     locations = []
