@@ -49,6 +49,17 @@ def project_root(start: Path) -> Path:
     return start
 
 
+def _home_or_above(d: Path) -> bool:
+    """The user's home directory, a directory above it, or the file system's root."""
+    known = os.path.expanduser("~")
+    if d == Path(d.anchor):
+        return True
+    if known == "~":
+        return False
+    home = Path(known).resolve()
+    return d == home or d in home.parents
+
+
 def workspace_root(args: argparse.Namespace) -> Path:
     """The resolved root: `ROOT` or `--root` as given, else the project the current directory is in
     (project_root); CliError when it is no directory."""
@@ -57,7 +68,13 @@ def workspace_root(args: argparse.Namespace) -> Path:
         raise CliError(f"two roots given ({pos} and --root {args.root}): give one")
     raw = pos or args.root
     if raw is None:
-        return project_root(Path.cwd())
+        here = project_root(Path.cwd())
+        if _home_or_above(here):
+            # no project marker from here up: indexing a home directory (every cache and download in
+            # it) takes minutes and a gigabyte; a root must be asked for
+            raise CliError(f"{here} is not inside a project (no {', '.join(ROOT_MARKERS)} here or above it); "
+                           "run it in a project or give --root")
+        return here
     root = Path(raw)
     if not root.exists():
         raise CliError(f"root does not exist: {raw}")

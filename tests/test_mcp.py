@@ -284,6 +284,14 @@ def test_hook_skips_empty_and_slash_prompts_without_failing(ws: Path, tmp_path: 
     # a broken root never blocks the user's prompt: no output, exit 0
     r = _run_hook(json.dumps({"prompt": "fix tax", "cwd": str(tmp_path / "missing")}), ws, tmp_path / "c", tmp_path)
     assert r.returncode == 0 and r.stdout == ""
+    # an agent started in the home directory, outside any project: nothing indexed, nothing printed
+    home = tmp_path / "home"
+    (home / "notes").mkdir(parents=True)
+    (home / "notes" / "x.py").write_text("def tax():\n    return 1\n")
+    r = _run_hook(json.dumps({"prompt": "fix tax", "cwd": str(home)}), ws, tmp_path / "c-home", tmp_path,
+                  {"HOME": str(home), "CTX_LSP_DAEMON": "off"})
+    assert r.returncode == 0 and r.stdout == "" and "is not inside a project" in r.stderr, r.stderr
+    assert not (tmp_path / "c-home").exists()
 
 
 @pytest.mark.skipif(not HAVE_RETRIEVAL, reason="the retrieval engine (ctx_lsp.retrieval) is not in this tree yet")
@@ -293,6 +301,9 @@ def test_hook_prints_the_context_pack_for_a_claude_code_prompt(ws: Path, tmp_pat
     r = _run_hook(json.dumps(event), ws, tmp_path / "cache", tmp_path)  # root from the event's cwd
     assert r.returncode == 0, r.stderr
     assert "shop/pricing.py" in r.stdout
+    # chit-chat finds nothing: the hook adds nothing to the agent's context
+    thanks = _run_hook(json.dumps({**event, "prompt": "thanks!"}), ws, tmp_path / "cache", tmp_path)
+    assert thanks.returncode == 0 and thanks.stdout == "", thanks.stdout
     # CLAUDE_PROJECT_DIR wins over the event's cwd; a plain-text prompt works too (generic wrappers)
     r2 = _run_hook("where is sales tax computed for a region", ws, tmp_path / "cache", tmp_path / "..",
                    {"CLAUDE_PROJECT_DIR": str(ws)})

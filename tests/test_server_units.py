@@ -66,6 +66,7 @@ def check_options(raw: object, expected: dict[str, object], warned: list[str]) -
     ({"codeLens": False, "budget": None}, {"code_lens": False, "budget": 4000}, []),
     ({"typo": 1}, {}, ["unknown setting 'typo'"]),
     (["not", "an", "object"], {"budget": 4000}, ["must be an object"]),
+    ([], {"budget": 4000}, []),  # Neovim's `settings = { ctx = {} }`: an empty Lua table is a JSON array
 ])
 def test_settings_table(raw: object, expected: dict[str, object], warned: list[str]) -> None:
     check_options(raw, expected, warned)

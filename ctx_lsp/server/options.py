@@ -77,8 +77,8 @@ def parse_options(raw: Any, base: Options | None = None) -> tuple[Options, list[
     Unknown keys and invalid values produce a warning each; invalid values keep the base value.
     """
     base = base or Options()
-    if raw is None:
-        return base, []
+    if raw is None or (isinstance(raw, list) and not raw):
+        return base, []  # Neovim sends an empty Lua table (`settings = { ctx = {} }`) as a JSON array
     if not isinstance(raw, dict):
         return base, [f"ctx-lsp settings must be an object, got {type(raw).__name__}; using defaults"]
     changes: dict[str, Any] = {}

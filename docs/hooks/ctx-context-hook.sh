@@ -53,6 +53,7 @@ if ! out="$(cd "$dir" && "${CTX_LSP:-ctx-lsp}" context --markdown ${root:+--root
         --budget "${CTX_LSP_HOOK_BUDGET:-2000}" - <"$tmp")"; then
     exit 0
 fi
-[ -n "$out" ] || exit 0
+# a pack with no item ("thanks!", "lgtm"): nothing worth the agent's context
+case "$out" in *$'\n## '*) ;; *) exit 0 ;; esac
 printf 'Relevant code for this task, retrieved by ctx-lsp from the workspace code graph:\n\n%s\n' "$out"
 exit 0
