@@ -521,3 +521,21 @@ def test_the_tests_of_a_helper_no_test_calls_are_those_of_its_callers(tmp_path: 
     assert tests and tests[0] == "test_validate_positive", pack["items"]
     assert "test_unrelated" not in tests[:1]
     assert [t["node"].qualname for t in e.tests_for("pkg/forms.py::_check")] == ["test_validate_positive"]
+
+
+def test_a_module_item_showing_its_first_lines_says_so(tmp_path: Path) -> None:
+    """A file's text in a pack is its first 40 lines: `head` with the lines it shows, not `full`."""
+    from ctx_lsp.retrieval.pack import shown_lines
+    from ctx_lsp.retrieval.render import to_markdown
+
+    body = "".join(f"CONSTANT_{i} = {i}\n" for i in range(80))
+    e = _engine_on(tmp_path, {"pkg/__init__.py": "", "pkg/settings.py": '"""Settings."""\n' + body,
+                              "pkg/small.py": "SMALL = 1\n"})
+    pack = e.context_for({"query": "what does pkg/settings.py define", "budget": 3000})
+    item = next(i for i in pack["items"] if i["path"] == "pkg/settings.py" and i["symbol"] is None)
+    assert (item["detail"], item["start_line"], item["end_line"], item["shown"]) == ("head", 1, 81, [[1, 40]])
+    assert item["text"].count("\n") == 39
+    assert "## pkg/settings.py:1-40 (file, first 40 of 81 lines)" in to_markdown(pack)
+    assert set(shown_lines("head", 1, 81, True, item["shown"])) == set(range(1, 41))
+    small = e.context_for({"query": "what does pkg/small.py define", "budget": 3000})
+    assert next(i for i in small["items"] if i["path"] == "pkg/small.py")["detail"] == "full"  # it is whole

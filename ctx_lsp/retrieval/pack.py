@@ -24,6 +24,7 @@ MAX_FULL_SHARE = 0.45  # one item's full text may take at most this share of the
 FULL_SHARE = 0.8  # full texts stop here, leaving room for lower-ranked signatures and references
 OUTLINE_MEMBERS = 20
 MODULE_HEAD = 40  # a module's full text is its first lines (imports, docstring, constants)
+HEAD = "head"  # an item's detail in JSON when its text is a module's first lines (with `shown`)
 LEADING_FILES = 3  # task text: the files whose matching lines the pack shows even when no item reached them
 RESERVE_SHARE = 0.25  # task text: the share of the budget the first pass leaves for the leading files' lines
 EXCERPT_SHARE = 0.15  # an excerpt of a long symbol or file takes at most this share of the budget
@@ -49,11 +50,16 @@ class Item:
         for m in self.merged:
             reasons.extend({**r.to_json(), "merged": m.node_id} for r in m.reasons[:2])
         n = self.node
+        detail, shown = self.detail, self.shown
+        if detail == "full" and n.qualname is None and n.kind != "commit":
+            head = _full_end(n.start_line, n.end_line, True)
+            if head < n.end_line:  # a module's text is its first lines: say so, not "full"
+                detail, shown = HEAD, [(n.start_line, head)]
         return {
             "path": n.path, "start_line": n.start_line, "end_line": n.end_line, "symbol": n.qualname,
-            "kind": n.kind, "detail": self.detail, "score": round(self.cand.score, 4), "tokens": self.tokens,
+            "kind": n.kind, "detail": detail, "score": round(self.cand.score, 4), "tokens": self.tokens,
             "reasons": reasons[:8], "text": self.text,
-        } | ({"shown": [list(r) for r in self.shown]} if self.shown is not None else {})
+        } | ({"shown": [list(r) for r in shown]} if shown is not None else {})
 
 
 def header_tokens(path: str, start: int, end: int, qualname: str | None) -> int:
@@ -69,7 +75,7 @@ def shown_lines(detail: str, start: int, end: int, module: bool,
                 shown: Iterable[Sequence[int]] | None = None) -> range | set[int]:
     """The lines an item shows verbatim: a full symbol its span, a module in full its head, an
     excerpt its `shown` stretches; a signature or reference none."""
-    if detail == "excerpt":
+    if detail in ("excerpt", HEAD):
         return {i for a, b in shown or () for i in range(a, b + 1)}
     if detail == "full":
         return range(start, _full_end(start, end, module) + 1)

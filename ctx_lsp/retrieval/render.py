@@ -53,7 +53,12 @@ def to_markdown(pack: dict[str, Any]) -> str:
         lines.append("")
     for item in pack["items"]:
         sym = f" `{item['symbol']}`" if item.get("symbol") else ""
-        lines.append(f"## {item['path']}:{item['start_line']}-{item['end_line']}{sym} ({item['kind']}, {item['detail']})")
+        if item["detail"] == "head":  # a module's first lines
+            last = item["shown"][0][1]
+            lines.append(f"## {item['path']}:{item['start_line']}-{last}{sym} ({item['kind']}, first {last} "
+                         f"of {item['end_line']} lines)")
+        else:
+            lines.append(f"## {item['path']}:{item['start_line']}-{item['end_line']}{sym} ({item['kind']}, {item['detail']})")
         lines.append(f"why: {_reason_line(item)}")
         if item["detail"] == "reference":
             lines.append(f"- {item['text']}")
