@@ -252,7 +252,7 @@ def test_a_pool_that_reaps_later_leaves_its_exited_children_to_the_next_pool() -
     with ForkPool(_square, list(range(6)), 2, reap_later=True) as pool:
         got = list(pool.results())
     pids = {r[1] for r in got}
-    assert pids <= forkpool._EXITING or not pids & _children()  # handed over, not waited for
+    assert all(p in forkpool._EXITING or p not in _children() for p in pids)  # handed over, not waited for
     deadline = time.monotonic() + 10
     while pids & _children() and time.monotonic() < deadline:
         with ForkPool(_square, [1], 1) as again:  # a later pool reaps what has exited
@@ -260,4 +260,25 @@ def test_a_pool_that_reaps_later_leaves_its_exited_children_to_the_next_pool() -
         time.sleep(0.05)
     assert not pids & _children(), "the earlier pool's children were reaped"
     assert not pids & forkpool._EXITING
+    assert not _children() - before
+
+
+def test_an_index_update_leaves_no_exited_worker_unreaped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its pools reap later (`reap_later`); the update itself reaps them before it returns, so a
+    server or daemon idle after a build has no zombie children."""
+    from ctx_lsp.index import forkpool
+    from ctx_lsp.index import workspace as ws_mod
+
+    monkeypatch.setattr(ws_mod, "PARALLEL_THRESHOLD", 8)
+    monkeypatch.setattr(ws_mod, "PARALLEL_BYTES", 0)
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    for i in range(20):
+        (root / "pkg" / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
+    before = _children()
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=2)
+    index.fork_safe = True
+    index.load_or_build(save=False)
+    assert index.workers_used == {"extract": 2, "bind": 2}
+    assert not forkpool._EXITING
     assert not _children() - before

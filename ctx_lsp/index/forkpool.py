@@ -58,7 +58,7 @@ class ForkPool(Generic[T, R]):
         address space torn down), which an update need not wait for."""
         if not hasattr(os, "fork"):
             raise ForkPoolError("this platform cannot fork")
-        _reap_exited()
+        reap_exited()
         self._fn, self._tasks, self._stall, self._reap_later = fn, tasks, stall, reap_later
         self._next = 0  # the next task to hand out
         self._children: list[_Child] = []
@@ -192,21 +192,26 @@ class ForkPool(Generic[T, R]):
                 os.close(child.result_r)
                 child.result_r = -1
         self._children = []
-        _reap_exited()
+        reap_exited()
 
 
 _EXITING: set[int] = set()  # children of `reap_later` pools not reaped yet
 
 
-def _reap_exited() -> None:
-    """Reap the `reap_later` children that have exited (never waits)."""
-    for pid in list(_EXITING):
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:  # reaped elsewhere (a SIGCHLD handler, os.wait)
-            done = pid
-        if done:
-            _EXITING.discard(pid)
+def reap_exited(wait: float = 0.0) -> None:
+    """Reap the `reap_later` children that have exited, polling up to `wait` seconds for the rest."""
+    deadline = time.monotonic() + wait
+    while True:
+        for pid in list(_EXITING):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere (a SIGCHLD handler, os.wait)
+                done = pid
+            if done:
+                _EXITING.discard(pid)
+        if not _EXITING or time.monotonic() >= deadline:
+            return
+        time.sleep(0.002)
 
 
 def fork_quiet() -> int:

@@ -28,7 +28,7 @@ from ctx_lsp.index.discovery import DELETED, FileFilter, discover, read_source, 
 from ctx_lsp.index.extract import extract
 from ctx_lsp.index.facts import FileFacts, content_digest, decode_source, pack_records, unpack_records
 from ctx_lsp.index.flow import FLOW_KEY, Values, call_sites, emit_edges, flow_values, without_positions
-from ctx_lsp.index.forkpool import ForkPool, ForkPoolError, fork_quiet
+from ctx_lsp.index.forkpool import ForkPool, ForkPoolError, fork_quiet, reap_exited
 from ctx_lsp.index.graph import CodeGraph
 from ctx_lsp.index.model import Edge, EdgeKind, Node, NodeKind
 from ctx_lsp.index.modules import PATH_DEP, Workspace, changed_names, interface_digests, name_dep
@@ -866,6 +866,7 @@ class WorkspaceIndex:
         with _timed(ph, "graph"):
             self.graph.relink()
         self.last_update = time.time()
+        reap_exited(0.1)  # the update's workers have ended by now (else soon): no zombie waits for the next pool
         touched = set(changed) | rebind
         self.last_paths = (frozenset(changed), frozenset(touched))
         for listener in list(self.listeners):
