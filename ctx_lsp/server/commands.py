@@ -38,11 +38,17 @@ def get_context(ctx: Ctx, query: str, budget: int, rel: str | None, position: An
         line = ctx.pos.to_core(ctx.abspath(rel), position)[0]
     if rel is not None and rel not in ctx.engine.graph:
         rel, line = None, None  # a file not in the index cannot anchor the query; still answer it
+    note = None
     if rel is not None and line is not None and line > (lines := ctx.engine.index.facts[rel].lines):
-        # as ctx.contextAtCursor: a place the file does not have is said so, not silently dropped
-        return empty_pack(query, budget, f"line {line} is past the end of {rel} ({lines} lines)",
-                          ctx.root.state != "ready")
+        # a cursor below the last line anchors the question to the file alone: it is still answered.
+        # The line after the final newline is where an editor's cursor rests at the end (Ctrl+End);
+        # past that (a stale position) the pack says so
+        if line > lines + 1:
+            note = f"line {line} is past the end of {rel} ({lines} lines): the question is anchored to the file only"
+        line = None
     pack = ctx.engine.context(query, budget, path=rel, line=line, checkpoint=ctx.checkpoint)
+    if note is not None:
+        pack["notes"] = [*pack.get("notes", []), note]
     return _finish_pack(ctx, pack)
 
 

@@ -30,6 +30,8 @@ export interface ContextPack {
   dirty_files?: string[] | null;
   items?: ContextItem[] | null;
   reason?: string | null;
+  /** Things the user should know about the answer (a name nothing defines): docs/protocol.md `notes`. */
+  notes?: string[] | null;
   timings_ms?: Record<string, number> | null;
 }
 
@@ -125,6 +127,10 @@ export function packToMarkdown(pack: ContextPack): string {
     const dirty = pack.dirty_files?.length ? `: ${pack.dirty_files.join(', ')}` : '';
     out.push(`> ⚠ The index is stale${dirty}`);
   }
+  for (const note of pack.notes ?? []) {
+    out.push('');
+    out.push(`> Note: ${note}`);
+  }
   if (!items.length && pack.reason) {
     out.push('');
     out.push(`> ${pack.reason}`);
@@ -212,6 +218,7 @@ export function packToHtml(pack: ContextPack, opt: HtmlOptions): string {
   const stale = pack.stale
     ? `<div class="warn">⚠ The index is stale${pack.dirty_files?.length ? ': ' + pack.dirty_files.map((f) => `<code>${e(f)}</code>`).join(', ') : ''}</div>`
     : '';
+  const notes = (pack.notes ?? []).map((n) => `<div class="warn">Note: ${e(n)}</div>`).join('');
   const empty = !items.length ? `<p class="empty">No context found.${pack.reason ? ' ' + e(pack.reason) : ''}</p>` : '';
   return `<!DOCTYPE html>
 <html lang="en"><head><meta charset="UTF-8">
@@ -244,7 +251,7 @@ summary { cursor: pointer; color: var(--vscode-descriptionForeground); }
 <h1>Context: ${e(opt.title && lines.length > 1 ? opt.title : query)}</h1>
 ${plan}
 ${task}
-${stale}
+${stale}${notes}
 <div class="toolbar">
   <button id="copy">Copy as Markdown</button>
   <button id="openAll"${items.length ? '' : ' disabled'}>Open All</button>

@@ -29,6 +29,7 @@ import { GraphPanel } from './graphView';
 import { mcpSpecs, registerMcpProvider } from './mcp';
 import { CtxServer, registerTools, TOOL_NAMES } from './tools';
 import { Neighbourhood, titleOf } from './toolText';
+import { workingEditor } from './workingEditor';
 
 const CLIENT_ID = 'ctxLsp';
 const CLIENT_NAME = 'ctx-lsp';
@@ -417,6 +418,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<CtxLsp
   const mgr = new ServerManager(out, status);
   manager = mgr;
   const panel = new ContextPanel();
+  // The editor the user was last in: a question asked from the context panel (a webview has the
+  // focus, so there is no active text editor) stays anchored there, and in its workspace folder.
+  let lastEditor = vscode.window.activeTextEditor;
+  context.subscriptions.push(vscode.window.onDidChangeActiveTextEditor((ed) => { if (ed) lastEditor = ed; }));
+  const currentEditor = (): vscode.TextEditor | undefined =>
+    workingEditor(vscode.window.activeTextEditor, lastEditor, vscode.window.visibleTextEditors);
   const neighbours = new NeighboursProvider();
   const tree = vscode.window.createTreeView('ctxLsp.neighbours', { treeDataProvider: neighbours, showCollapseAll: true });
   const graphPanel = new GraphPanel(context.extensionUri);
@@ -460,7 +467,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<CtxLsp
     const b = typeof budget === 'number' ? budget : currentInitOptions().budget;
     const params: { query: string; budget: number; uri?: string; position?: { line: number; character: number } } = { query, budget: b };
     // Anchor the query to the Python file the user is in (it must be inside a workspace folder).
-    const ed = vscode.window.activeTextEditor;
+    const ed = currentEditor();
     const client = mgr.client;
     if (client && ed && ed.document.languageId === 'python' && ed.document.uri.scheme === 'file' && vscode.workspace.getWorkspaceFolder(ed.document.uri)) {
       params.uri = client.code2ProtocolConverter.asUri(ed.document.uri);

@@ -20,8 +20,30 @@ export interface Neighbour {
   from_symbol?: string | null;
   /** IMPORTS: the imported names. */
   names?: string[] | null;
-  /** TOUCHED: the commit (such neighbours have no file: `uri` is null). */
-  commit?: string | null;
+  /** TOUCHED: the commit (such neighbours have no file: `uri` is null). The server sends an object
+   * (docs/protocol.md); a bare hash string is taken too. */
+  commit?: CommitInfo | string | null;
+}
+
+export interface CommitInfo {
+  hash?: string | null;
+  date?: string | null;
+  author?: string | null;
+  email?: string | null;
+  subject?: string | null;
+}
+
+/** A commit for a tooltip: `0123456789 2021-02-01 Bob: Fix sub sign handling`. */
+export function commitText(commit: CommitInfo | string): string {
+  if (typeof commit === 'string') return commit;
+  const who = [commit.date?.slice(0, 10), commit.author].filter(Boolean).join(' ');
+  return [commitHash(commit), who ? `${who}:` : '', commit.subject ?? ''].filter(Boolean).join(' ');
+}
+
+/** The short hash of a neighbour's commit, whichever shape it came in. */
+export function commitHash(commit: CommitInfo | string | null | undefined): string {
+  if (!commit) return '';
+  return (typeof commit === 'string' ? commit : commit.hash ?? '').slice(0, 10);
 }
 
 export interface NeighbourGroup {
@@ -87,7 +109,13 @@ function target(uri: string | null | undefined, path: string | null | undefined,
 }
 
 export function neighbourLabel(n: Neighbour): string {
-  if (n.commit) return n.symbol ? `${n.commit.slice(0, 10)} ${n.symbol}` : n.commit.slice(0, 10);
+  if (n.commit) {
+    // `0123456789 Fix sub sign handling` (the server names a commit node by its short hash: not twice)
+    const hash = commitHash(n.commit);
+    const full = typeof n.commit === 'string' ? n.commit : n.commit.hash ?? '';
+    const text = typeof n.commit === 'string' ? n.symbol : n.commit.subject ?? n.symbol;
+    return [hash, text && !full.startsWith(text) ? text : ''].filter(Boolean).join(' ') || '?';
+  }
   if (n.symbol) return n.symbol;
   return n.path ?? n.uri ?? '?';
 }
@@ -145,7 +173,7 @@ export function buildNeighbourTree(result: ArchitecturalContext): TreeNode[] {
         where ?? '',
         site?.path ? `site: ${site.path}${site.line ? ':' + site.line : ''}` : '',
         n.names?.length ? `imports: ${n.names.join(', ')}` : '',
-        n.commit ? `commit: ${n.commit}` : '',
+        n.commit ? `commit: ${commitText(n.commit)}` : '',
         n.resolver ? `resolver: ${n.resolver}` : '',
       ].filter(Boolean);
       return {

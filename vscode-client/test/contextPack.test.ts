@@ -89,3 +89,12 @@ test('packToHtml escapes text, links every item and has the actions', () => {
 test('escapeHtml', () => {
   assert.equal(escapeHtml(`<a href="x">'&'</a>`), '&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;');
 });
+
+test('a pack\'s notes reach the reader: Markdown and the panel', () => {
+  const note = 'no symbol, module or file named frobnicate_widget is indexed; the items are the closest matches by text';
+  const withNote: ContextPack = { ...pack, notes: [note] };
+  assert.match(packToMarkdown(withNote), new RegExp(`> Note: ${note.replace(/[.;]/g, '\\$&')}`));
+  const html = packToHtml(withNote, { nonce: 'n0', cspSource: 'vscode-resource:' });
+  assert.ok(html.includes(`<div class="warn">Note: ${escapeHtml(note)}</div>`));
+  assert.ok(!packToMarkdown(pack).includes('Note:'));
+});

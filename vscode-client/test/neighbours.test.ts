@@ -89,6 +89,21 @@ test('buildNeighbourTree: commit neighbours (TOUCHED) have no file to open', () 
   assert.equal(tree[0].children[0].description, undefined);
 });
 
+test('buildNeighbourTree: a commit as the server sends it (an object) is labelled by hash and subject', () => {
+  const tree = buildNeighbourTree({
+    path: 'a.py',
+    groups: [{ edge: 'TOUCHED', direction: 'in', neighbors: [{
+      path: '', uri: null, symbol: '23fffad0445a', kind: 'commit', line: null,
+      site: { path: 'a.py', line: 1 }, resolver: 'git-blame', names: ['blame=17'],
+      commit: { hash: '23fffad0445a7fedb9b5c82c24370a245cd5a386', date: '2026-12-01T13:44:22+00:00',
+                author: 'Ann', email: 'ann@example.com', subject: 'Fix save' } }] }],
+  });
+  const node = tree[0].children[0];
+  assert.equal(node.label, '23fffad044 Fix save');
+  assert.equal(node.target, undefined);
+  assert.match(node.tooltip!, /commit: 23fffad044 2026-12-01 Ann: Fix save/);
+});
+
 test('buildNeighbourTree: empty or missing groups', () => {
   assert.deepEqual(buildNeighbourTree({ uri: 'file:///x.py', path: 'x.py', groups: [] }), []);
   assert.deepEqual(buildNeighbourTree({ reason: 'not indexed' }), []);
