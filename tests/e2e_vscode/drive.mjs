@@ -210,6 +210,16 @@ try {
   if (!groups.length) throw new Error('no edge groups in the neighbours tree');
   if (!rows.some((r) => /IMPORTS →/.test(r))) throw new Error(`expected an "IMPORTS →" group for ${opt['neighbours-file']}`);
   if (!rows.some((r) => r.includes('models.py') || r.includes('Repository'))) throw new Error('expected shop/models.py (or Repository) among the neighbours');
+  // the fixture's commit: a TOUCHED group whose row names the commit by hash and subject (the last
+  // group: the tree renders the rows in view, so go to its end first)
+  await groupRow.click();
+  await page.keyboard.press('End');
+  await page.waitForTimeout(500);
+  const tail = (await pane.locator('.monaco-list-row').allInnerTexts()).map((r) => r.replace(/\s+/g, ' ').trim());
+  log(`neighbours tree, its end: ${JSON.stringify(tail)}`);
+  if (!tail.some((r) => /TOUCHED ←/.test(r))) throw new Error('expected a "TOUCHED ←" group (the fixture is committed)');
+  if (!tail.some((r) => /^[0-9a-f]{10} e2e fixture commit/.test(r))) throw new Error('expected the commit "e2e fixture commit" among the neighbours');
+  await page.keyboard.press('Home');
   await shot('vscode-neighbours.png');
 
   // 5. Clicking a neighbour opens its location.

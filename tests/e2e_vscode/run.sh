@@ -46,6 +46,9 @@ WS=$T/workspace
 cp -r "$HERE/workspace" "$WS"
 find "$WS" -name __pycache__ -prune -exec rm -rf {} +
 git -C "$WS" init -q  # a git work tree, for drive.mjs's wait while git holds its index lock
+# and a commit, so the neighbours view shows its TOUCHED group (commit neighbours)
+git -C "$WS" add -A
+git -C "$WS" -c user.name=e2e -c user.email=e2e@example.com -c commit.gpgsign=false commit -qm "e2e fixture commit"
 mkdir -p "$T/data/User" "$T/data/Machine" "$T/ext" "$ART"
 rm -rf "$ART"/*.png "$ART"/*.log "$ART/logs"
 "$PYTHON" - "$T/data/User/settings.json" "$PYTHON" "$T/cache" <<'PY'
