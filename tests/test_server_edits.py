@@ -366,6 +366,19 @@ async def test_settings_invalid_values_warn_and_configuration_is_honoured(bare: 
     assert pack["budget"] == 4000
 
 
+async def test_a_cache_directory_the_file_system_refuses_is_said_at_once(bare: LanguageClient, tmp_path: Path) -> None:
+    """Not only in the log, and only once the index is written: the folder is still indexed and served."""
+    ws = copy_workspace(tmp_path / "ws")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    await initialize(bare, ws, "visual_studio_code", blocker / "cache")
+    st = await wait_indexed(bare)
+    assert st["files"] == 4
+    warnings = [m.message for m in bare.messages if m.type == types.MessageType.Warning]
+    assert any("cannot use the cache directory" in w and "indexed in memory only" in w for w in warnings), warnings
+    assert blocker.read_text() == "x"
+
+
 async def test_a_changed_exclude_setting_moves_the_servers_own_watches(bare: LanguageClient, tmp_path: Path) -> None:
     """Neovim on Linux: the server's own watcher sets no watch in folders the exclude globs leave out.
     When the setting changes, the folder is re-indexed and the watches follow it: a file written

@@ -91,3 +91,16 @@ def test_params_object_shape(args: tuple[object, ...], fragment: str) -> None:
 @pytest.mark.parametrize("args", [(), (None,), ([],), ({},)])
 def test_empty_params_objects(args: tuple[object, ...]) -> None:
     assert P.params_object("ctx.x", args) == {}
+
+
+def test_a_folder_named_in_latin1_gets_a_cache_directory_under_cache_dir(tmp_path: Path) -> None:
+    import hashlib
+    import os
+
+    from ctx_lsp.server.folders import cache_dir_for
+
+    opts, _ = parse_options({"cacheDir": str(tmp_path)})
+    plain = cache_dir_for(opts, Path("/ws/proj"))
+    assert plain == tmp_path / f"proj-{hashlib.sha1(b'/ws/proj').hexdigest()[:12]}"  # keys as before
+    odd = cache_dir_for(opts, Path(os.fsdecode(b"/ws/r\xe9sum\xe9")))
+    assert odd is not None and odd.parent == tmp_path and odd.name.startswith("r\ufffdsum\ufffd-")

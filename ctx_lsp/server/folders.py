@@ -210,8 +210,8 @@ def cache_dir_for(options: Options, folder: Path) -> Path | None:
     """Per-folder cache directory under the `cacheDir` setting (None = the default per-user cache)."""
     if not options.cache_dir:
         return None
-    key = hashlib.sha1(str(folder).encode()).hexdigest()[:12]
-    return Path(options.cache_dir).expanduser() / f"{folder.name}-{key}"
+    key = hashlib.sha1(os.fsencode(folder)).hexdigest()[:12]  # a name that is not UTF-8 hashes too
+    return Path(options.cache_dir).expanduser() / f"{os.fsencode(folder.name).decode('utf-8', 'replace')}-{key}"
 
 
 def make_engine(options: Options, folder: Path) -> Engine:

@@ -461,7 +461,18 @@ class CtxLanguageServer(LanguageServer):
         root = Root(name or path.name, path, path_to_uri(path), make_engine(self.options, path))
         root.engine.index.listeners.append(self._listener(root))
         self.roots.append(root)
+        self._check_cache_dir(root)
         return root
+
+    def _check_cache_dir(self, root: Root) -> None:
+        """Say at once when the cache directory cannot be made (a `cacheDir` setting under a file or
+        /proc, a read-only mount): the folder is indexed in memory and every start indexes it again."""
+        cache = root.engine.index.cache_dir
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self.show_warning(f"ctx-lsp: cannot use the cache directory {cache}: {exc.strerror or exc}; "
+                              f"{root.name} is indexed in memory only (check the cacheDir setting)")
 
     def _listener(self, root: Root) -> Callable[[set[str]], None]:
         loop = asyncio.get_running_loop()
