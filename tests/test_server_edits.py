@@ -52,6 +52,7 @@ async def client(lsp_client: LanguageClient, request: pytest.FixtureRequest, tmp
 async def test_did_change_is_reflected_by_the_next_query_and_did_close_reverts(client: LanguageClient) -> None:
     ws, enc = client.ws, client.encoding  # type: ignore[attr-defined]
     u = did_open(client, "shop/service.py")
+    assert (await command(client, "ctx.indexStatus"))["dirty_files"] == []  # opened, not edited: as on disk
     # replace the call open_inventory() that follows the emoji by refund(): an incremental edit in client units
     did_change(client, u, 2, expected_range(ws, "shop/service.py", "open_inventory", enc, line=EMOJI_LINE), "refund")
     refund = await prepare_call(client, "shop/service.py", "refund", line=15)
