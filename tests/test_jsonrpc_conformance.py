@@ -32,12 +32,12 @@ PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 class RawClient:
     """A minimal LSP client over the server's stdio: frames bytes, reads frames on a thread."""
 
-    def __init__(self, tmp: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, tmp: Path, env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> None:
         self.ws = tmp / "ws"
         shutil.copytree(FIXTURE, self.ws)
         self.cache = tmp / "cache"
         self.stderr = (tmp / "server.log").open("wb")
-        self.proc = subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+        self.proc = subprocess.Popen([*SERVER, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                      env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **(env or {})})
         self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.ids = itertools.count(1)
@@ -188,15 +188,24 @@ def test_params_failing_type_validation_get_invalid_params(live: RawClient, meth
     assert_alive(live)
 
 
-def test_a_client_error_is_logged_in_one_line_without_a_traceback(live: RawClient) -> None:
-    """Bad params are the client's mistake, answered as an error: the server's log says so in one
-    INFO line, not at ERROR with a traceback as if the server had failed."""
-    live.error(live.request("workspace/executeCommand", cursor(live, live.uri("shop/service.py"), 2**31)), INVALID_PARAMS)
-    live.request("shutdown")
-    live.notify("exit")
-    assert live.wait_exit() == 0
-    live.stderr.flush()
-    log = (live.ws.parent / "server.log").read_text(encoding="utf-8", errors="replace")
+def test_a_client_error_is_logged_in_one_line_without_a_traceback(tmp_path: Path) -> None:
+    """Bad params are the client's mistake, answered as an error: the server's log file says so in one
+    INFO line, not at ERROR with a traceback as if the server had failed; stderr (which editors file as
+    errors) gets nothing of it."""
+    for args in ((), ("--log-file", str(tmp_path / "file.log"))):
+        live = RawClient(tmp_path / str(len(args)), args=args)
+        try:
+            live.initialize()
+            live.error(live.request("workspace/executeCommand", cursor(live, live.uri("shop/service.py"), 2**31)),
+                       INVALID_PARAMS)
+            live.request("shutdown")
+            live.notify("exit")
+            assert live.wait_exit() == 0
+        finally:
+            live.close()
+        stderr = (live.ws.parent / "server.log").read_text(encoding="utf-8", errors="replace")
+        assert "Traceback" not in stderr and " ERROR " not in stderr and " INFO " not in stderr, stderr
+    log = (tmp_path / "file.log").read_text(encoding="utf-8", errors="replace")
     assert "Traceback" not in log and " ERROR " not in log, log
     assert sum("answered as an error" in line and " INFO " in line for line in log.splitlines()) == 1, log
 

@@ -45,7 +45,11 @@ def _setup_logging(args: argparse.Namespace) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     verbose = bool(getattr(args, "verbose", False))
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    # On stderr, warnings and worse only: editors file a server's stderr as errors (Neovim's LSP log
+    # marks every line [ERROR]); what happens is also sent to the client as window/logMessage at its
+    # own level. A --log-file gets the INFO lines too
+    quiet = logging.INFO if getattr(args, "log_file", None) else logging.WARNING
+    root.setLevel(logging.DEBUG if verbose else quiet)
     logging.getLogger("pygls").setLevel(logging.DEBUG if verbose else logging.WARNING)
     logging.getLogger("pygls.protocol.json_rpc").addFilter(_client_errors_in_one_line)
 
