@@ -385,6 +385,16 @@ def test_a_stopped_daemon_is_reported_as_not_responding_and_stop_kills_it(ws: Ws
         assert p.stdout.startswith(f"a ctx-lsp daemon is running but not responding: the daemon (pid {pid}) did not answer")
         assert run("daemon", "status", "--json", *ws.common).stdout.strip() == json.dumps(
             {"running": True, "responding": False, "pid": pid})
+        # a call (as the hook makes, starting a daemon when none answers) works in process after one
+        # short hello: it neither waits on the stuck daemon nor starts a second one beside it
+        t = time.monotonic()
+        alone = run("context", "--json", *ws.common, "who calls tax_for", mode="off")
+        plain = time.monotonic() - t
+        t = time.monotonic()
+        asked = run("context", "--json", *ws.common, "who calls tax_for", mode="auto")
+        took = time.monotonic() - t
+        assert pack_of(asked) == pack_of(alone)
+        assert took < plain + 4.0, f"{took:.1f} s against {plain:.1f} s in process"
         p = run("daemon", "stop", *ws.common)
         assert p.stdout.strip() == "the ctx-lsp daemon did not answer (stopped or stuck): killed it"
         deadline = time.monotonic() + 10

@@ -168,6 +168,9 @@ def request(sock_path: Path, op: str, params: dict[str, Any] | None = None, time
     raise DaemonUnavailable(f"daemon failed: {reply.get('error')}")
 
 
+HELLO_TIMEOUT_S = 2.0  # a caller's first hello: how long a daemon that took the connection may take to answer
+
+
 def hello(cache_dir: Path, timeout: float = 5.0) -> dict[str, Any]:
     info = request(socket_path(cache_dir), "hello", timeout=timeout)
     if not isinstance(info, dict):
@@ -224,7 +227,12 @@ def ensure(ident: dict[str, Any], start: bool, idle_timeout: float | None = None
     cache_dir = Path(ident["cache_dir"])
     sock = socket_path(cache_dir)
     try:
-        info = hello(cache_dir)
+        # a live daemon answers hello from its socket thread at once, busy or not
+        info = hello(cache_dir, timeout=HELLO_TIMEOUT_S)
+    except DaemonNotResponding as exc:
+        # it holds the socket but answers nothing (stopped, stuck): starting another cannot take the
+        # socket, and waiting for it would stall the caller (a hook, before every prompt)
+        raise DaemonUnavailable(f"{exc}; working in process") from None
     except DaemonUnavailable:
         info = None
     if info is not None and matches(info, ident):
