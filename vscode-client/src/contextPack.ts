@@ -64,6 +64,18 @@ export function reasonWords(r: Reason): string {
   return relation ? `${relation} ${r.from}` : r.from ? `${r.via} from ${r.from}` : r.via;
 }
 
+/** Each reason once (the strongest of those that read the same): an item merged with others keeps
+ * their reasons too, and several say the same thing (`bm25`, `in fields.py::Pluck`). */
+export function uniqueReasons(reasons: Reason[] | null | undefined): Reason[] {
+  const best = new Map<string, Reason>();
+  for (const r of reasons ?? []) {
+    const key = reasonWords(r);
+    const held = best.get(key);
+    if (!held || (r.weight ?? 0) > (held.weight ?? 0)) best.set(key, r);
+  }
+  return [...best.values()];
+}
+
 /** One reason as text: `calls pkg/models.py::Repo.save (3.0)`. */
 export function reasonLabel(r: Reason): string {
   let s = reasonWords(r);
@@ -142,7 +154,7 @@ export function packToMarkdown(pack: ContextPack): string {
     const meta: string[] = [];
     if (typeof item.tokens === 'number') meta.push(`${item.tokens} tokens`);
     if (typeof item.score === 'number') meta.push(`score ${formatNumber(item.score)}`);
-    const reasons = (item.reasons ?? []).map(reasonLabel);
+    const reasons = uniqueReasons(item.reasons).map(reasonLabel);
     if (reasons.length) meta.push(`reasons: ${reasons.join('; ')}`);
     if (meta.length) {
       out.push('');
@@ -187,7 +199,7 @@ export function packToHtml(pack: ContextPack, opt: HtmlOptions): string {
   const e = escapeHtml;
   const rows = items
     .map((item, i) => {
-      const reasons = (item.reasons ?? [])
+      const reasons = uniqueReasons(item.reasons)
         .map((r) => `<li>${RELATION[r.via] && r.from ? `${e(RELATION[r.via])} <code>${e(r.from)}</code>` : `<code>${e(r.via)}</code>${r.from ? ` from <code>${e(r.from)}</code>` : ''}`}${typeof r.weight === 'number' ? ` <span class="dim">(${e(formatNumber(r.weight))})</span>` : ''}</li>`)
         .join('');
       const meta = [item.kind, item.detail].filter(Boolean).map((s) => e(String(s))).join(' · ');

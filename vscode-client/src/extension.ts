@@ -274,6 +274,8 @@ class ServerManager implements vscode.Disposable {
     const token = this.status.progress?.token;
     if (token !== undefined && this.client && this.running) {
       void this.client.sendNotification(WorkDoneProgressCancelNotification.type, { token });
+    } else {
+      void vscode.window.showInformationMessage('CTX: nothing is being indexed now.');
     }
   }
 

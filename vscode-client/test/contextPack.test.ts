@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { budgetLabel, ContextPack, escapeHtml, fenceFor, packToHtml, packToMarkdown, reasonLabel, spanLabel } from '../src/contextPack';
+import { budgetLabel, ContextPack, escapeHtml, fenceFor, packToHtml, packToMarkdown, reasonLabel, spanLabel, uniqueReasons } from '../src/contextPack';
 
 const pack: ContextPack = {
   query: 'who calls save',
@@ -97,4 +97,14 @@ test('a pack\'s notes reach the reader: Markdown and the panel', () => {
   const html = packToHtml(withNote, { nonce: 'n0', cspSource: 'vscode-resource:' });
   assert.ok(html.includes(`<div class="warn">Note: ${escapeHtml(note)}</div>`));
   assert.ok(!packToMarkdown(pack).includes('Note:'));
+});
+
+test('uniqueReasons: each reason once, the strongest kept, in first-seen order', () => {
+  const got = uniqueReasons([
+    { via: 'bm25', weight: 0.5 }, { via: 'CALLS<-', from: 'a.py::f', weight: 1 }, { via: 'bm25', weight: 0.9 },
+    { via: 'CALLS<-', from: 'a.py::f', weight: 0.2 }, { via: 'CALLS<-', from: 'b.py::g', weight: 0.3 },
+  ]);
+  assert.deepEqual(got.map((r) => [r.via, r.from ?? null, r.weight]), [['bm25', null, 0.9], ['CALLS<-', 'a.py::f', 1], ['CALLS<-', 'b.py::g', 0.3]]);
+  const md = packToMarkdown({ query: 'q', items: [{ path: 'a.py', start_line: 1, end_line: 2, reasons: [{ via: 'bm25', weight: 1 }, { via: 'bm25', weight: 2 }] }] });
+  assert.equal((md.match(/bm25/g) ?? []).length, 1);
 });
