@@ -233,12 +233,18 @@ def test_the_project_root_is_never_the_home_directory(tmp_path: Path, monkeypatc
     assert project_root(home / "code" / "proj" / "sub") == (home / "code" / "proj").resolve()
 
 
-def test_a_name_two_files_define_is_answered_for_one_with_a_note_naming_the_other(tmp_path: Path) -> None:
+def small_workspace(tmp_path: Path, files: dict[str, str]) -> tuple[Path, tuple[str, ...]]:
+    """`files` written under tmp_path/ws, and the `--root`/`--cache-dir` arguments for it."""
     ws = tmp_path / "ws"
-    (ws / "pkg").mkdir(parents=True)
-    (ws / "pkg" / "a.py").write_text("def g():\n    return 1\n\ndef f():\n    return g()\n")
-    (ws / "pkg" / "b.py").write_text("def g():\n    return 2\n")
-    common = ("--root", str(ws), "--cache-dir", str(tmp_path / "cache"))
+    for rel, text in files.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+    return ws, ("--root", str(ws), "--cache-dir", str(tmp_path / "cache"))
+
+
+def test_a_name_two_files_define_is_answered_for_one_with_a_note_naming_the_other(tmp_path: Path) -> None:
+    ws, common = small_workspace(tmp_path, {"pkg/a.py": "def g():\n    return 1\n\ndef f():\n    return g()\n",
+                                            "pkg/b.py": "def g():\n    return 2\n"})
     p = run("neighbors", *common, "g")
     assert p.returncode == 0 and p.stdout.splitlines()[0] == "pkg/a.py::g"
     assert p.stderr.strip() == "ctx-lsp: note: g also names pkg/b.py::g; give PATH::NAME to choose"
@@ -302,12 +308,9 @@ def test_a_cache_directory_the_file_system_refuses_and_two_roots_fail_with_one_l
 
 
 def test_neighbors_of_a_directory_says_so_and_of_a_path_and_line_answers_for_the_symbol_there(tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    (ws / "pkg").mkdir(parents=True)
-    (ws / "docs").mkdir()
-    (ws / "pkg" / "__init__.py").write_text("")
-    (ws / "pkg" / "a.py").write_text("import os\n\n\ndef helper():\n    return 1\n\n\ndef main():\n    return helper()\n")
-    common = ("--root", str(ws), "--cache-dir", str(tmp_path / "cache"))
+    ws, common = small_workspace(tmp_path, {
+        "pkg/__init__.py": "", "docs/index.md": "# docs\n",
+        "pkg/a.py": "import os\n\n\ndef helper():\n    return 1\n\n\ndef main():\n    return helper()\n"})
     for target in ("docs", "docs/", "pkg/"):
         p = run("neighbors", *common, target)
         assert one_line_error(p) == f"ctx-lsp: error: {target} is a directory; pass a Python file inside it"
@@ -319,11 +322,8 @@ def test_neighbors_of_a_directory_says_so_and_of_a_path_and_line_answers_for_the
 
 
 def test_index_says_whether_anything_changed_since_the_cache(tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    (ws / "pkg").mkdir(parents=True)
-    (ws / "pkg" / "a.py").write_text("def f():\n    return 1\n")
-    (ws / "pkg" / "b.py").write_text("from pkg.a import f\n\n\ndef g():\n    return f()\n")
-    common = ("--root", str(ws), "--cache-dir", str(tmp_path / "cache"))
+    ws, common = small_workspace(tmp_path, {"pkg/a.py": "def f():\n    return 1\n",
+                                            "pkg/b.py": "from pkg.a import f\n\n\ndef g():\n    return f()\n"})
     assert re.fullmatch(r"indexed 2 files in [\d.]+ s\n", run("index", *common).stderr)
     assert re.fullmatch(r"up to date: 2 files, none changed \([\d.]+ s\)\n", run("index", *common).stderr)
     (ws / "pkg" / "a.py").write_text("def f(x=1):\n    return x\n")
