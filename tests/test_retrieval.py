@@ -539,3 +539,13 @@ def test_a_module_item_showing_its_first_lines_says_so(tmp_path: Path) -> None:
     assert set(shown_lines("head", 1, 81, True, item["shown"])) == set(range(1, 41))
     small = e.context_for({"query": "what does pkg/small.py define", "budget": 3000})
     assert next(i for i in small["items"] if i["path"] == "pkg/small.py")["detail"] == "full"  # it is whole
+
+
+def test_a_question_naming_a_decorator_with_at_mentions_it() -> None:
+    """`@validates` is decorator syntax: a name the workspace defines, even lower-case and plain."""
+    names = {"validates", "example", "Schema", "load"}
+    plan = make_plan("How does Schema.load run the validators declared with @validates?", names.__contains__)
+    assert "validates" in plan.mentions
+    assert "validates" not in make_plan("How does Schema.load run the declared validators?", names.__contains__).mentions
+    assert "example" not in make_plan("who wrote to dev@example about Schema", names.__contains__).mentions  # an address
+    assert "unknown" not in make_plan("what does @unknown do", names.__contains__).mentions  # not a workspace name

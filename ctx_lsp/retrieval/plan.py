@@ -163,7 +163,10 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
         if word in dotted_parts or word.lower() == "py" or any(a <= start < b for a, b in path_spans):
             continue  # a part of a dotted name or of a path (`ctx_lsp` in `ctx_lsp/index/parse.py`)
         followed_by_call = text[m.end():m.end() + 2] == "()"
-        if _looks_like_identifier(word, sentence_initial) or followed_by_call:
+        # `@validates` in a question: decorator syntax names a decorator (not in "a@b.com")
+        decorator = (not task and start > 0 and text[start - 1] == "@" and (start < 2 or not text[start - 2].isalnum())
+                     and is_symbol is not None and is_symbol(word))
+        if _looks_like_identifier(word, sentence_initial) or followed_by_call or decorator:
             if word.isupper() and not followed_by_call and is_symbol is not None and not is_symbol(word):
                 continue  # an acronym ("URL", "HTTP"), not a constant of this workspace
             add(word)
