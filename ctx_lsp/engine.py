@@ -99,7 +99,7 @@ class Engine:
         self._retriever: Any = None
         self._git: GitActivity | None = None  # found on the first wait_for_git
         self._aliases: tuple[tuple[int, float], dict[str, str]] | None = None  # see module_alias
-        self._scope_memo: Any = None  # retrieval.files.ScopeMemo, made on first use (see _scope)
+        self._scope_memo: Any = None  # retrieval.files.ScopeMemo, made on first use (see scope_memo)
         # the lexical indexes are written with the cache, so a fresh process need not rebuild them
         self.index.save_sections["lexical"] = lambda: self.retriever.lexical_snapshot()
 
@@ -340,12 +340,21 @@ class Engine:
         return sorted(hits, key=lambda n: (n.qualname != short and n.qualname != name, -scope(n.path), kind(n),
                                            is_test_path(n.path), *overrides(n), n.path, n.qualname or ""))
 
-    def _scope(self) -> Callable[[str], float]:
-        from ctx_lsp.retrieval.files import ScopeMemo, scope_prior
-
+    @property
+    def scope_memo(self) -> Any:
+        """The paths' scope without a task's names (retrieval.files.ScopeMemo), shared by name lookup
+        and the retriever."""
         if self._scope_memo is None:
+            from ctx_lsp.retrieval.files import ScopeMemo
+
             self._scope_memo = ScopeMemo()
-        return scope_prior(self.index.ws, lambda _path: False, self._scope_memo)
+        return self._scope_memo
+
+    def _scope(self) -> Callable[[str], float]:
+        """A path's scope prior, no path named: package code 1.0, examples, docs and scripts less."""
+        from ctx_lsp.retrieval.files import scope_prior
+
+        return scope_prior(self.index.ws, lambda _path: False, self.scope_memo)
 
     def module_alias(self, name: str) -> str | None:
         """The workspace module `name` stands for where the project's code imports it under that

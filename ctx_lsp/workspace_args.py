@@ -38,9 +38,7 @@ def project_root(start: Path) -> Path:
     none does. It never climbs to the user's home directory or above (a dotfiles repository in the
     home directory is not the project) nor to the file system's root."""
     start = start.resolve()
-    # expanduser, not Path.home(): with no $HOME and no password entry it leaves "~" rather than raising
-    known = os.path.expanduser("~")
-    home = Path(known).resolve() if known != "~" else None
+    home = _home()
     for d in (start, *start.parents):
         if d == home or d == Path(d.anchor):
             break
@@ -49,15 +47,16 @@ def project_root(start: Path) -> Path:
     return start
 
 
+def _home() -> Path | None:
+    # expanduser, not Path.home(): with no $HOME and no password entry it leaves "~" rather than raising
+    known = os.path.expanduser("~")
+    return Path(known).resolve() if known != "~" else None
+
+
 def _home_or_above(d: Path) -> bool:
     """The user's home directory, a directory above it, or the file system's root."""
-    known = os.path.expanduser("~")
-    if d == Path(d.anchor):
-        return True
-    if known == "~":
-        return False
-    home = Path(known).resolve()
-    return d == home or d in home.parents
+    home = _home()
+    return d == Path(d.anchor) or (home is not None and (d == home or d in home.parents))
 
 
 def workspace_root(args: argparse.Namespace) -> Path:

@@ -1327,6 +1327,8 @@ class WorkspaceIndex:
         """Files whose editor buffer differs from the disk: an open buffer nobody edited is not dirty.
         Every overlay's text is in overlay_text: no scan of all file states (2 ms per query on Django);
         each buffer's disk copy is read again only when its stat or the buffer changed."""
+        for gone in self._clean_overlays.keys() - self.overlay_text.keys():  # buffers closed since
+            del self._clean_overlays[gone]
         out = []
         for p in self.overlay_text:
             st = self.state.get(p)

@@ -20,7 +20,6 @@ from ctx_lsp.retrieval.excerpt import LineFocus
 from ctx_lsp.retrieval.expand import edges_for, expand
 from ctx_lsp.retrieval.files import (
     FileLexicalIndex,
-    ScopeMemo,
     add_features,
     file_features,
     rank_files,
@@ -68,7 +67,6 @@ class Retriever:
         self.engine = engine
         self.lexical = LexicalIndex()
         self.file_lexical = FileLexicalIndex()
-        self._scope_memo = ScopeMemo()
         self._literals: LiteralIndex | None = None  # built on the first task that quotes a message
         self.generators = default_generators()
         from ctx_lsp.retrieval.dense import make_dense
@@ -329,7 +327,7 @@ class Retriever:
         if plan.task:  # the file ranking orders task text's items (scope included)
             ranked = q.cands.ranked(self.prior(plan, features))
         else:  # a question: at equal evidence package code before examples, docs and scripts
-            scope = scope_prior(self.engine.index.ws, _named_nothing, self._scope_memo)
+            scope = self.engine._scope()
             ranked = q.cands.ranked(self.prior(plan, features), tie=lambda nid: -scope(nid.partition("::")[0]))
         files: list[dict[str, Any]] = []
         if plan.task and "files" in features:
@@ -423,7 +421,7 @@ class Retriever:
     def _rank_files(self, q: Query, ranked: list[Candidate]) -> tuple[list[Candidate], list[dict[str, Any]]]:
         """Rank files (files.py) and order the candidates by their file's rank, so items follow it."""
         named = _named_paths(q)
-        scope = scope_prior(self.engine.index.ws, named, self._scope_memo) if "scope" in q.features else _no_prior
+        scope = scope_prior(self.engine.index.ws, named, self.engine.scope_memo) if "scope" in q.features else _no_prior
         test_prior = self.prior(q.plan, q.features)
 
         seen: dict[str, float] = {}  # both passes of rank_files ask for the same thousand files
@@ -628,10 +626,6 @@ class Retriever:
                 best[path] = (score, node_id)
         ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top_n]
         return [{"path": p, "score": round(s, 4), "best_chunk": nid} for p, (s, nid) in ranked]
-
-
-def _named_nothing(_path: str) -> bool:
-    return False
 
 
 def _no_prior(node_id: str) -> float:

@@ -62,6 +62,9 @@ class Candidates:
             if prior is not None:
                 c.score *= prior(c.node_id)
             c.reasons.sort(key=lambda r: (-r.weight, r.via, r.source or ""))
-        if tie is not None:
-            return sorted(self.pool.values(), key=lambda c: (-c.score, c.hops, tie(c.node_id), c.node_id))
-        return sorted(self.pool.values(), key=lambda c: (-c.score, c.hops, c.node_id))
+        order = tie or _no_tie
+        return sorted(self.pool.values(), key=lambda c: (-c.score, c.hops, order(c.node_id), c.node_id))
+
+
+def _no_tie(_node_id: str) -> float:
+    return 0.0
