@@ -192,7 +192,7 @@ def test_the_scope_prior_follows_packages_added_after_a_query(tmp_path: Path) ->
     e.open()
     from ctx_lsp.retrieval.files import PERIPHERAL, scope_prior
 
-    memo = e.retriever._scope_memo
+    memo = e.scope_memo  # the one memo the retriever and name lookup share
     assert scope_prior(e.index.ws, lambda p: False, memo)("loose/helper.py") == PERIPHERAL
     e.index.update_file("loose/__init__.py", "")
     (root / "loose/__init__.py").write_text("")
