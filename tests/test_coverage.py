@@ -214,6 +214,69 @@ def test_nested():
     assert (T + "test_sub", ADD) in got and (T + "test_sub", SUB) not in got
 
 
+PASSED_IN = '''import pytest
+from pkg.calc import Calculator, add, unused
+from pkg import ops
+
+LIMIT = 3
+
+
+@pytest.mark.parametrize("func", [add, pytest.param(ops.sub, id="sub")])
+def test_binary(func):
+    assert func(LIMIT, 1) in (2, 4)
+
+
+@pytest.mark.parametrize("cls", [Calculator])
+def test_make(cls):
+    assert cls().total == 0
+
+
+def test_raises():
+    with pytest.raises(TypeError):
+        add(1)
+    pytest.raises(TypeError, unused, 1)
+
+
+def test_checks():
+    c = make()
+    assert isinstance(c, Calculator)
+
+
+def make():
+    return None
+'''
+
+
+def test_static_edges_take_functions_a_test_runs_by_reference_and_values_its_decorators_pass(
+        tmp_path: Path) -> None:
+    """A function passed to `pytest.raises(E, f)` or a value of `@pytest.mark.parametrize` is run by
+    the test without a call site of its own: each is a static COVERS edge (`references`). A class
+    the test only checks against is not, nor a constant; and a warm start restores the same edges."""
+    root = tmp_path / "ws"
+    make_workspace(root)
+    (root / "tests/test_passed.py").write_text(PASSED_IN)
+    P = "tests/test_passed.py::"
+
+    def edges(cache: Path) -> tuple[Engine, set[tuple[str, str, tuple[str, ...]]]]:
+        engine = Engine(root, cache_dir=cache)
+        engine.open()
+        engine.index.wait_saved()
+        return engine, {(s, d, extra) for s, d, _line, extra in covers(engine.index, "static-test") if s.startswith(P)}
+
+    engine, got = edges(tmp_path / "cache")
+    assert got == {
+        (P + "test_binary", ADD, ("references",)),
+        (P + "test_binary", SUB, ("references",)),
+        (P + "test_make", "pkg/calc.py::Calculator", ("references",)),
+        (P + "test_raises", ADD, ("calls",)),
+        (P + "test_raises", "pkg/calc.py::unused", ("references",)),
+        (P + "test_checks", P + "make", ("calls",)),
+    }
+    assert [h.test for h in attach_coverage(engine.index).tests_for(SUB)] == [T + "test_sub", P + "test_binary"]
+    again, restored = edges(tmp_path / "cache")
+    assert attach_coverage(again.index).restored and restored == got  # from the cache's section
+
+
 def test_import_errors(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     make_workspace(root)

@@ -13,10 +13,14 @@ older than the source it describes). `import` of an existing data file also trea
 modified after the data file was written as stale from the start.
 
 Static (resolver "static-test"): tests without dynamic data (all of them when nothing was imported)
-get an edge to every symbol they call or instantiate, from the binder's CALLS/INSTANTIATES edges.
-Test sources are: test functions and methods (kind "test"), methods of `Test*` classes in test files
-(setup/teardown), and pytest fixtures (`@pytest.fixture`) in test files and conftest.py. Site = the
-call site; extra `("calls",)` or `("instantiates",)`. The static edges are written with the cache
+get an edge to every symbol they call or instantiate, from the binder's CALLS/INSTANTIATES edges,
+and to the functions and methods they refer to without calling them (`assertRaises(E, func, arg)`,
+`pytest.raises(E, func)`, a callback, a property read) or pass in their own decorators (`@pytest.mark.parametrize("f",
+[pagerank, pytest.param(Solver)])`: functions, methods and classes), from REFERENCES edges: such
+values are what the test runs. Test sources are: test functions and methods (kind "test"), methods of
+`Test*` classes in test files (setup/teardown), and pytest fixtures (`@pytest.fixture`) in test files
+and conftest.py. Site = the call or reference site; extra `("calls",)`, `("instantiates",)` or
+`("references",)`. The static edges are written with the cache
 (section `static-covers`, stamped with the write that made it): a warm start installs them instead of
 walking every test file's edges again (Django: 1,944 test files), and computes again only those of the
 test files its update touched or whose calls lead into a test file it changed.
@@ -49,12 +53,18 @@ DYN_PREFIX = "coverage:"  # graph.extra_edges key per covered file
 STATIC_PREFIX = "static-test:"  # graph.extra_edges key per test file
 STALE = "stale"
 STATIC_SECTION = "static-covers"
-STATIC_VERSION = 1  # bump when the static rules change: a section of other rules is recomputed
+STATIC_VERSION = 2  # bump when the static rules change: a section of other rules is recomputed
 COVER_KINDS = (EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value)
+# what a static COVERS edge can come from (its index is the kind's in the cache's section)
+_STATIC_KINDS = (*COVER_KINDS, EdgeKind.REFERENCES.value)
+_REFS = EdgeKind.REFERENCES.value
+_RUN_BY_REFERENCE = frozenset({NodeKind.FUNCTION.value, NodeKind.METHOD.value})
+_CLASS = NodeKind.CLASS.value  # passed in a test's decorators (`parametrize`), a class is run too
 # the enums' values as plain strings: an enum member's `.value` costs a descriptor call, and the static
 # pass reads them per edge (tens of thousands on a warm start)
 _TEST, _COVERS = NodeKind.TEST.value, EdgeKind.COVERS.value
-_VIA = {k: (k.lower(),) for k in COVER_KINDS}  # a static COVERS edge's extra: the kind it came from
+_VIA = {k: (k.lower(),) for k in _STATIC_KINDS}  # a static COVERS edge's extra: the kind it came from
+_BY_REFERENCE = _VIA[_REFS]
 
 
 class CoverageImportError(Exception):
@@ -312,7 +322,7 @@ class TestCoverage:
     def _static_section(self) -> list[Any]:
         """The static edges as of the graph being written, stamped with that write."""
         g = self.index.graph
-        vias: dict[tuple[str, ...], int] = {_VIA[k]: i for i, k in enumerate(COVER_KINDS)}  # extra -> kind index
+        vias: dict[tuple[str, ...], int] = {_VIA[k]: i for i, k in enumerate(_STATIC_KINDS)}  # extra -> kind index
         files = []
         for key, es in sorted(g.extra_edges.items()):
             if key.startswith(STATIC_PREFIX):
@@ -337,7 +347,7 @@ class TestCoverage:
             if version != STATIC_VERSION or not stamp or stamp != self.index.loaded_stamp:
                 return False
             edges = {STATIC_PREFIX + path: [Edge(row[0], row[1], _COVERS, row[5] if len(row) > 5 else path, row[2],
-                                                 row[3], RESOLVER_STATIC_TEST, _VIA[COVER_KINDS[row[4]]])
+                                                 row[3], RESOLVER_STATIC_TEST, _VIA[_STATIC_KINDS[row[4]]])
                                             for row in rows]
                      for path, rows in files if path not in touched}
         except Exception:  # a damaged section is recomputed, never trusted
@@ -360,12 +370,20 @@ class TestCoverage:
     def _static_edges(self, path: str, facts: FileFacts) -> list[Edge]:
         g = self.index.graph
         table: dict[str, list[tuple[str, ...]]] | None = None
+        def_lines: dict[str, int] | None = None
 
         def decorators(qual: str) -> list[tuple[str, ...]] | None:
             nonlocal table
             if table is None:  # test functions and Test* methods never ask: most test files keep their defs unbuilt
                 table = {d.qual: d.decorators for d in facts.defs}
             return table.get(qual)
+
+        def in_decorators(test_id: str, line: int) -> bool:
+            """Whether `line` is in the decorators of the test `test_id` (above its `def` line)."""
+            nonlocal def_lines
+            if def_lines is None:
+                def_lines = {d.qual: d.line for d in facts.defs}
+            return line < def_lines.get(test_id.partition("::")[2], 0)
 
         # caller id -> (the test source it belongs to, that id + "."), or None: not a test's, or a
         # test with dynamic coverage (its static edges give way)
@@ -391,7 +409,7 @@ class TestCoverage:
         node = g.node
         for e in g.file_edges.get(path, ()):
             kind = e[2]
-            if kind not in COVER_KINDS:
+            if kind not in _STATIC_KINDS:
                 continue
             got = sources.get(e[0], _UNSEEN)
             if got is _UNSEEN:
@@ -406,8 +424,12 @@ class TestCoverage:
             n = node(dst)  # None: defined in a file not indexed yet; the graph links it later
             if n is not None and n.kind == _TEST:
                 continue
+            if kind == _REFS and (n is None or n.kind not in _RUN_BY_REFERENCE) and not (
+                    n is not None and n.kind == _CLASS and in_decorators(src, e.line)):
+                continue  # a value the test holds, checks or raises, not one it runs
             key = (src, dst)
-            if key not in edges:
+            had = edges.get(key)
+            if had is None or (had.extra == _BY_REFERENCE and kind != _REFS):  # a call site names it best
                 edges[key] = Edge(src, dst, _COVERS, e.path, e.line, e.col, RESOLVER_STATIC_TEST, _VIA[kind])
         return sorted(edges.values(), key=lambda x: (x.src, x.dst))
 
