@@ -194,6 +194,33 @@ def test_an_empty_answer_is_not_remembered_and_a_follow_up_asks_about_the_last_s
     assert not any(r["via"] == "follow-up" for i in described["items"] for r in i["reasons"])
     assert "with_tax" in _symbols(described)
 
+def test_task_text_reads_a_shared_name_the_same_whatever_was_asked_before(tmp_path: Path) -> None:
+    """A question reads a name two modules define as the one the last question was about; task text
+    (a pasted issue) never: its answer is the same after any earlier question, in the next process too."""
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg/__init__.py").write_text("")
+    (root / "pkg/funcs.py").write_text("def asdict(inst, recurse=True):\n    return dict(vars(inst))\n")
+    (root / "pkg/next_gen.py").write_text("from pkg import funcs\n\n\ndef asdict(inst):\n    return funcs.asdict(inst)\n")
+    (root / "pkg/use.py").write_text("from pkg.next_gen import asdict\n\n\ndef dump(x):\n    return asdict(x)\n")
+    task = ("asdict on a plain dict raises\n\nI pass whatever my API returns to `asdict`; sometimes it is "
+            "already a dict. Could `asdict` just return a copy of it instead of raising?\n")
+
+    def answer(engine: Engine, query: str) -> list[tuple[str, str | None, float]]:
+        return [(i["path"], i["symbol"], i["score"]) for i in engine.context(query, 2000)["items"]]
+
+    fresh = Engine(root, cache_dir=tmp_path / "c")
+    fresh.open()
+    before = answer(fresh, task)
+    assert answer(fresh, "who calls pkg/next_gen.py asdict")  # a question about the other asdict
+    again = Engine(root, cache_dir=tmp_path / "c")  # the next one-shot run reads the same episodes
+    again.open()
+    assert answer(again, "who calls asdict")[0][:2] == ("pkg/next_gen.py", "asdict")  # a question: the session's
+    one_shot = Engine(root, cache_dir=tmp_path / "c")  # nothing open or just shown: only the episodes differ
+    one_shot.open()
+    assert answer(one_shot, task) == before
+
+
 def test_unsaved_buffer_is_what_gets_packed(workspace: Path, tmp_path: Path) -> None:
     e = Engine(workspace, cache_dir=tmp_path)
     e.open()

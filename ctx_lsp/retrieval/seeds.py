@@ -32,8 +32,10 @@ def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
     g = engine.graph
     resolved: list[str] = []
     fuzzy = 0
-    recent = set(r.working.recent(8))
-    subject = last_subject(r.episodic.episodes, since=time.time() - SESSION_S)
+    # a name several symbols share is read as the one the session is about, in a question; task text
+    # (a pasted issue) says what it is about itself, and its answer never depends on earlier ones
+    recent = set() if plan.task else set(r.working.recent(8))
+    subject = None if plan.task else last_subject(r.episodic.episodes, since=time.time() - SESSION_S)
     for m in plan.mentions:
         if m.endswith(".py"):
             hits = [p for p in g.file_nodes if p == m or p.endswith("/" + m)]
