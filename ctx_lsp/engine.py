@@ -22,7 +22,7 @@ from ctx_lsp.index.discovery import FileFilter
 from ctx_lsp.index.edge_words import EDGE_WORDS
 from ctx_lsp.index.facts import is_test_path, split_lines
 from ctx_lsp.index.git_activity import GitActivity, started_by_git
-from ctx_lsp.index.model import RESOLVER_IMPORT, Edge, EdgeKind, Node
+from ctx_lsp.index.model import RESOLVER_IMPORT, Edge, EdgeKind, Node, NodeKind
 from ctx_lsp.index.workspace import BuildReport, Progress, WorkspaceIndex
 
 if TYPE_CHECKING:
@@ -196,7 +196,7 @@ class Engine:
         if "::" in t:
             if t in g:
                 return t
-            raise TargetNotFound(f"unknown symbol: {t}")
+            raise TargetNotFound(f"unknown symbol: {t}{self._did_you_mean(t)}")
         at = _PATH_LINE.match(t)
         if at is not None:  # `pkg/mod.py:120`, as tracebacks, linters and `context --at` give it
             rel = self.resolve_target(at.group(1), cwd)
@@ -239,8 +239,12 @@ class Engine:
                 return commit
             if "." in t and not t.endswith(".") and _exists(self.root / t):  # README.md, setup.cfg
                 raise TargetNotFound(f"not an indexed Python file: {t}")
-            raise TargetNotFound(f"unknown symbol: {t}")
+            raise TargetNotFound(f"unknown symbol: {t}{self._did_you_mean(t)}")
         return candidates[0].id
+
+    def _did_you_mean(self, target: str) -> str:
+        close = self.suggest_symbols(target)
+        return f"; did you mean: {', '.join(close)}?" if close else ""
 
     def _is_dir(self, name: str, cwd: Path | None) -> bool:
         """Whether a bare name (`docs`) is a directory under the root or the current directory and
@@ -471,11 +475,13 @@ class Engine:
         return None
 
     # -- neighbourhoods -----------------------------------------------------------------------
-    def neighbors(self, node_id: str) -> list[dict[str, Any]]:
+    def neighbors(self, node_id: str, every_site: bool = False) -> list[dict[str, Any]]:
         """Typed 1-hop neighbourhood in both directions (the `neighbors --json` items).
 
         For a file, edges of the file node and of every symbol it defines are included, except the
-        file's own CONTAINS edges to its symbols.
+        file's own CONTAINS edges to its symbols. `every_site` (a symbol only): each CALLS and
+        INSTANTIATES neighbour also gets `sites`, every call site of that pair (`call_sites`), not
+        only the first one the graph keeps.
         """
         g = self.index.graph
         node = g.node(node_id)
@@ -497,6 +503,17 @@ class Engine:
                     continue
                 self._add_neighbor(out, seen, e, e.src, "in", m)
         out.sort(key=lambda d: (d["edge"], d["direction"], d["path"], d["symbol"] or "", d["site"]["line"]))
+        if every_site and node.qualname is not None and node.kind != NodeKind.COMMIT.value:
+            sites: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+            for direction in ("in", "out"):
+                for e in self.call_sites(node_id, direction):
+                    other = e.src if direction == "in" else e.dst
+                    sites.setdefault((e.kind, direction, other), []).append(
+                        {"path": e.path, "line": e.line, "col": e.col})
+            for item in out:
+                got = sites.get((item["edge"], item["direction"], item["id"]))
+                if got:
+                    item["sites"] = got
         return out
 
     def _add_neighbor(self, out: list[dict[str, Any]], seen: set[tuple[str, str, str, str]], e: Edge, other: str,

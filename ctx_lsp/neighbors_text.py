@@ -53,7 +53,7 @@ def neighbor_lines(items: list[dict[str, Any]], of_file: bool, node_lines: bool 
 
 def sites_text(items: list[dict[str, Any]]) -> str:
     """`site a.py:3` or `sites a.py:3, 9, b.py:4 +2 more`: lines of one file after its path."""
-    sites = sorted({(i["site"]["path"], i["site"]["line"]) for i in items})
+    sites = sorted({(x["path"], x["line"]) for i in items for x in i.get("sites") or (i["site"],)})
     parts: list[str] = []
     last = None
     for path, line in sites[:SITES_SHOWN]:

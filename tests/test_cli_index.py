@@ -111,14 +111,44 @@ def test_neighbors_json_shape(cache: Path) -> None:
     assert out["target"] == "app/models.py::Repo.save"
     required = {"path", "symbol", "kind", "edge", "direction", "site", "resolver"}
     for item in out["neighbors"]:
-        assert required <= set(item) <= required | {"names", "commit"}, item  # from_symbol: file targets only
+        assert required <= set(item) <= required | {"names", "commit", "sites"}, item  # from_symbol: file targets only
         assert item["direction"] in ("in", "out")
         assert set(item["site"]) == {"path", "line"} and item["site"]["line"] >= 1
+        if "sites" in item:  # every call site of a caller or callee, the first one the `site`
+            assert item["edge"] in ("CALLS", "INSTANTIATES") and item["sites"][0] == item["site"]
     seen = {(i["edge"], i["direction"], i["path"], i["symbol"]) for i in out["neighbors"]}
     assert ("OVERRIDES", "out", "app/models.py", "Base.save") in seen
     assert ("CALLS", "in", "app/services.py", "Service.run_param") in seen
     assert ("CONTAINS", "in", "app/models.py", "Repo") in seen
     assert not any(i["path"] == "app/unrelated.py" for i in out["neighbors"])
+
+
+def test_neighbors_of_a_symbol_lists_every_call_site_and_names_close_names(tmp_path: Path) -> None:
+    """The graph keeps one CALLS edge per caller, at its first site; `neighbors` of a symbol lists every
+    call site, as MCP's find_callers does. An unknown name says which names are close."""
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg/__init__.py").write_text("")
+    (ws / "pkg/m.py").write_text("def f():\n    return 1\n\n\ndef g():\n    a = f()\n    b = f()\n    return a + b\n")
+    (ws / "pkg/n.py").write_text("from pkg.m import f\n\n\ndef h():\n    return f() + f() + f()\n")
+    (ws / "lone.py").write_text("def alone():\n    return 0\n")
+    base = ("--root", str(ws), "--cache-dir", str(tmp_path / "c"))
+    text = run("neighbors", *base, "pkg.m.f")
+    assert text.returncode == 0, text.stderr
+    assert "pkg/m.py::g  (sites pkg/m.py:6, 7, ast-scope)" in text.stdout
+    assert "pkg/n.py::h  (site pkg/n.py:5, ast-import)" in text.stdout  # three calls on one line: one site
+    out = json.loads(run("neighbors", "--json", *base, "pkg.m.f").stdout)
+    assert next(i for i in out["neighbors"] if i["symbol"] == "h")["sites"] == [{"path": "pkg/n.py", "line": 5}]
+    g = next(i for i in out["neighbors"] if i["symbol"] == "g")
+    assert g["site"] == {"path": "pkg/m.py", "line": 6}
+    assert g["sites"] == [{"path": "pkg/m.py", "line": 6}, {"path": "pkg/m.py", "line": 7}]
+    callees = json.loads(run("neighbors", "--json", *base, "pkg.m.g").stdout)["neighbors"]
+    assert [i["sites"] for i in callees if i["edge"] == "CALLS"] == [[{"path": "pkg/m.py", "line": 6},
+                                                                     {"path": "pkg/m.py", "line": 7}]]
+    typo = run("neighbors", *base, "alonee")
+    assert typo.returncode == 2 and "unknown symbol: alonee; did you mean: alone?" in typo.stderr
+    lone = run("neighbors", *base, "lone.py")
+    assert lone.returncode == 0 and lone.stdout.splitlines()[1].startswith("(no edges: nothing outside this file")
 
 
 def test_neighbors_of_a_file_lists_imports_with_names(cache: Path) -> None:

@@ -337,7 +337,7 @@ def cmd_neighbors(args: argparse.Namespace) -> int:
         engine = open_engine(args)
         try:
             node_id = engine.resolve_target(args.target)
-            items = engine.neighbors(node_id)
+            items = engine.neighbors(node_id, every_site=True)
         except (TargetNotFound, ValueError) as exc:
             if not engine.index.facts:  # as context does: the reason nothing matched is the empty index
                 print(f"ctx-lsp: note: no Python files are indexed under {engine.root}", file=sys.stderr)
@@ -352,6 +352,8 @@ def cmd_neighbors(args: argparse.Namespace) -> int:
         out = {"target": node_id, "neighbors": [
             {"path": i["path"], "symbol": i["symbol"], "kind": i["kind"], "edge": i["edge"], "direction": i["direction"],
              "site": {"path": i["site"]["path"], "line": i["site"]["line"]}, "resolver": i["resolver"],
+             **({"sites": [{"path": p, "line": n} for p, n in dict.fromkeys((x["path"], x["line"]) for x in i["sites"])]}
+                if "sites" in i else {}),
              **({"names": i["names"]} if "names" in i else {}), **({"commit": i["commit"]} if "commit" in i else {}),
              **({"from_symbol": i["from_symbol"]} if of_file and i.get("from_symbol") else {})}
             for i in items]}
@@ -360,6 +362,9 @@ def cmd_neighbors(args: argparse.Namespace) -> int:
     from ctx_lsp.neighbors_text import neighbor_lines
 
     print(node_id)
+    if not items:
+        print("(no edges: nothing outside this file uses it or its symbols, and they use nothing outside it)"
+              if of_file else "(no edges)")
     for line in neighbor_lines(items, of_file=of_file):
         print(line)
     return 0

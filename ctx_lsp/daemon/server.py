@@ -174,7 +174,7 @@ class Daemon:
             self._fresh_session()
             try:
                 node_id = self.engine.resolve_target(target, cwd=Path(cwd) if isinstance(cwd, str) else None)
-                return {"target": node_id, "items": self.engine.neighbors(node_id),
+                return {"target": node_id, "items": self.engine.neighbors(node_id, every_site=True),
                         "also": self.engine.same_name_elsewhere(target, node_id)}
             except (TargetNotFound, ValueError) as exc:
                 raise UserError(str(exc)) from None

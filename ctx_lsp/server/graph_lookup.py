@@ -53,9 +53,8 @@ def _resolve(ctx: Ctx, target: str | None, rel: str | None, position: Any) -> tu
     if target is not None:
         try:
             node_id = eng.resolve_target(target)
-        except TargetNotFound as exc:
-            close = eng.suggest_symbols(target)
-            return None, [], str(exc) + (f"; did you mean: {', '.join(close)}?" if close else "")
+        except TargetNotFound as exc:  # an unknown name's message says which names are close
+            return None, [], str(exc)
         found = eng.graph.node(node_id)
         is_file = found is None or found.qualname is None
         others = [] if "::" in target or is_file else \
