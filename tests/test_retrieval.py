@@ -106,15 +106,34 @@ def test_reasons_name_the_edge_and_source(engine: Engine) -> None:
     # abbreviations of prose are not dotted names (sympy.abc defines `e`, `g` and `i`)
     ("Rendering fails, e.g. in app.views.render, i.e. always, for u.m too", ["app.views.render", "u.m"],
      ["e.g", "i.e", "g", "e"]),
+    # a word of a hyphenated compound is prose (no name has a hyphen); the same word alone names a class
+    ("Why is the Content-Length header missing from my Session?", ["Session"], ["Content", "Length"]),
+    ("The Content object is rebuilt for every pre-Content hook", ["Content"], []),
 ])
 def test_plan_traps(text: str, mentions: list[str], not_mentions: list[str]) -> None:
-    plan = make_plan(text, lambda w: w in {"apply_discount", "load_user", "render_template"})
+    plan = make_plan(text, lambda w: w in {"apply_discount", "load_user", "render_template", "Content", "Session"})
     for m in mentions:
         assert m in plan.mentions
     for m in not_mentions:
         assert m not in plan.mentions
     if "related to" in text:
         assert plan.trigger == "SEMANTIC_CONCEPT" and plan.concepts
+
+
+def test_a_plain_word_is_no_mention_of_a_class_a_function_defines_in_its_body(tmp_path: Path) -> None:
+    """"Content" in prose names a workspace class, not one a test defines inside its body."""
+    root = tmp_path / "ws"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests/test_body.py").write_text(
+        "def test_iterable():\n    class Content:\n        pass\n    assert Content\n")
+    (root / "models.py").write_text("class Session:\n    pass\n")
+    e = Engine(root, cache_dir=tmp_path / "c")
+    e.open()
+    assert e.retriever.is_symbol("Session") and not e.retriever.is_symbol("Content")
+    assert make_plan("Why is Content empty in a Session?", e.retriever.is_symbol).mentions == ["Session"]
+    (root / "content.py").write_text("class Content:\n    pass\n")  # a module-level one is a name again
+    e.refresh()
+    assert e.retriever.is_symbol("Content")
 
 
 def test_a_short_name_is_a_mention_as_the_named_target_of_a_relation_when_it_exists() -> None:

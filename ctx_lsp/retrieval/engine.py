@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 TEST_PRIOR = 0.6
 # operators whose answer is other code than the named target
+_FUNCTION_KINDS = frozenset({"function", "method", "test"})  # a def inside one of these is local to it
 _RELATIONAL = {"callers", "implementations", "references", "importers", "instantiations", "tests", "history"}
 # the generators' names, and the stages that can be switched off: edges (typed expansion), hops, scope
 # (the scope prior of files), files (the fused file ranking of task text)
@@ -279,8 +280,18 @@ class Retriever:
         return lines
 
     def is_symbol(self, word: str) -> bool:
-        """Whether a workspace symbol has exactly this name (case-sensitive)."""
-        return any(n.name == word for n in self.engine.graph.symbols_named(word))
+        """Whether a workspace symbol has exactly this name (case-sensitive), other than one defined
+        inside a function: a plain word of prose ("Content", "Handler") is not a name of a class a
+        test defines in its body."""
+        g = self.engine.graph
+        for n in g.symbols_named(word):
+            if n.name != word:
+                continue
+            parent = n.qualname.rpartition(".")[0] if n.qualname else ""
+            outer = g.node(f"{n.path}::{parent}") if parent else None
+            if outer is None or outer.kind not in _FUNCTION_KINDS:
+                return True
+        return False
 
     # -- the read path ------------------------------------------------------------------------
     def context(self, query: str, budget: int = 4000, *, path: str | None = None, line: int | None = None,

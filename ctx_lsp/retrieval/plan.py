@@ -182,6 +182,8 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
         if word[0].isupper():
             if sentence_initial and word.lower() in _VERBS:
                 continue  # "Find", "Return", "Updates": verbs, not symbols
+            if _hyphenated(text, start, m.end()):
+                continue  # a compound of prose ("Content-Type", "Pre-Release"): no name has a hyphen
             if is_symbol(word):
                 add(word)  # exact-case name of a class or function: "Session", "Flask"
             continue
@@ -228,6 +230,12 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
     operators = sorted(set(operators), key=order.__getitem__)
     return Plan(text, trigger, operators, mentions, concepts, quoted, errors, instruction, temporal, soft, task, place,
                 linked_paths(text))
+
+
+def _hyphenated(text: str, start: int, end: int) -> bool:
+    """Whether the word at [start, end) is joined to a letter by a hyphen (`Content-Length`)."""
+    return ((start >= 2 and text[start - 1] == "-" and text[start - 2].isalpha())
+            or (end + 1 < len(text) and text[end] == "-" and text[end + 1].isalpha()))
 
 
 _VERBS = frozenset("""find return returns update updates make add fix change rename get set show list explain describe
