@@ -120,6 +120,19 @@ def test_plan_traps(text: str, mentions: list[str], not_mentions: list[str]) -> 
         assert plan.trigger == "SEMANTIC_CONCEPT" and plan.concepts
 
 
+@pytest.mark.parametrize(("text", "relation"), [
+    ("what implements BaseRepository", True),
+    ("which classes implement BaseRepository", True),
+    ("implementations of BaseRepository.save", True),
+    ("classes implementing the repository interface", True),
+    ("Where is the bytecode cache checksum implemented?", False),
+    ("How is BaseRepository.save implemented", False),
+    ("Does the client strip Authorization on a redirect? Where is it implemented?", False),
+])
+def test_implemented_asks_where_the_code_is_and_implements_asks_for_implementations(text: str, relation: bool) -> None:
+    assert ("implementations" in make_plan(text, lambda w: w == "BaseRepository").operators) is relation
+
+
 def test_a_plain_word_is_no_mention_of_a_class_a_function_defines_in_its_body(tmp_path: Path) -> None:
     """"Content" in prose names a workspace class, not one a test defines inside its body."""
     root = tmp_path / "ws"

@@ -27,7 +27,9 @@ OPERATORS = ("definition", "callers", "callees", "implementations", "references"
 _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("callers", re.compile(r"\b(?:who|what(?: code| functions?| methods?)?|which \w+) (?:calls|uses|invokes|triggers)\b|\bcallers?\b|\bcalled (?:by|from)\b|\bcall sites?\b|\b(?:where|how) (?:is|are) .* (?:called|invoked|used)\b|\binvocations? of\b|\binvok\w* (?:of|it)\b")),
     ("callees", re.compile(r"\bwhat (?:does|do) .* (?:call|invoke|use)\b|\bcallees?\b|\bcalls made (?:by|in|from)\b|\bfunctions? (?:called|invoked) (?:by|in|from)\b|\bwhat .* calls? into\b")),
-    ("implementations", re.compile(r"\bimplement\w*\b|\bsubclass\w*\b|\boverrid\w*\b|\binherit\w*\b|\bderiv\w*\b|\bextends?\b|\bconcrete\b|\bspeciali[sz]\w*\b")),
+    # "implements", "implementations of", "which classes implement X"; never "where is X implemented"
+    # or "how do I implement X", which ask where the code is
+    ("implementations", re.compile(r"\bimplement(?:s|ations?|ers?|ing)\b|\b(?:who|which|what)\b[^.?!]{0,40}\bimplement\b|\bsubclass\w*\b|\boverrid\w*\b|\binherit\w*\b|\bderiv\w*\b|\bextends?\b|\bconcrete\b|\bspeciali[sz]\w*\b")),
     ("references", re.compile(r"\breferenc\w*\b|\busages?\b|\b(?:where|how) (?:is|are) .* used\b|\buses of\b|\bwho uses\b")),
     ("importers", re.compile(r"\bwho imports\b|\bimporters?\b|\bimported (?:by|in|from)\b|\bwhich (?:files|modules) import\b|\b(?:what|who|which \w+) (?:depends?|relies?) on\b|\bdependents\b")),
     ("dependencies", re.compile(r"\bwhat (?:does|do) .* (?:import|depend on|rely on|need)\b|\bdependenc\w*\b|\bimports of\b|\b(?:what|which) .* (?:it|this module|this file) imports\b")),
