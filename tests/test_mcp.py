@@ -171,6 +171,7 @@ async def test_bad_arguments_unknown_symbols_and_path_escapes_are_tool_errors(ws
         unknown_q = await err(s, "tests_for", {"symbol": "shop/pricing.py::nope"})
         file_as_symbol = await err(s, "find_callers", {"symbol": "shop/pricing.py"})
         empty = await err(s, "semantic_search", {"query": "   "})
+        binary = await err(s, "get_context", {"query": "ELF\x02\x01\x01" + "\x00\x03\x00>\x00\x01" * 40 + "tax"})
         escapes = [
             await err(s, "get_architectural_context", {"file_path": "../../etc/passwd"}),
             await err(s, "get_architectural_context", {"file_path": "/etc/passwd"}),
@@ -212,6 +213,7 @@ async def test_bad_arguments_unknown_symbols_and_path_escapes_are_tool_errors(ws
     assert "unknown symbol: shop/pricing.py::nope" in unknown_q
     assert "expected a symbol name" in file_as_symbol and "get_architectural_context" in file_as_symbol
     assert "empty query" in empty
+    assert "the query is not text" in binary
     assert "`line` needs `path`" in line_alone
     for msg in escapes:
         assert "path escapes the workspace root" in msg, msg

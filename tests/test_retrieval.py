@@ -275,6 +275,19 @@ def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[st
     return subprocess.run([sys.executable, "-m", "ctx_lsp", *args], capture_output=True, text=True, input=stdin, timeout=120)
 
 
+def test_cli_context_refuses_binary_data_and_keeps_a_paste_with_a_stray_nul(workspace: Path, tmp_path: Path) -> None:
+    """A binary file piped by mistake (an agent's hook) is one error line, exit 2, never a pack; a
+    pasted issue with a NUL or two in it is still text."""
+    binary = subprocess.run([sys.executable, "-m", "ctx_lsp", "context", "--root", str(workspace), "--cache-dir",
+                             str(tmp_path)], input=Path(sys.executable).resolve().read_bytes()[:4000],
+                            capture_output=True, timeout=120)
+    assert binary.returncode == 2 and binary.stdout == b""
+    assert binary.stderr.decode().strip().endswith("the query is not text (binary data: control characters or undecodable bytes)")
+    pasted = _cli("context", "--root", str(workspace), "--cache-dir", str(tmp_path), "--json",
+                  stdin="with_tax returns the wrong amount\x00 for a zero rate.\nIt should return the net amount.\n")
+    assert pasted.returncode == 0 and "with_tax" in pasted.stdout, pasted.stderr
+
+
 def test_cli_context_json_and_stdin(workspace: Path, tmp_path: Path) -> None:
     out = _cli("context", "--root", str(workspace), "--cache-dir", str(tmp_path), "--json", "--budget", "800",
                "who calls with_tax")

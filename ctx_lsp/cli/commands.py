@@ -383,6 +383,12 @@ def cmd_context(args: argparse.Namespace) -> int:
         raise CliError("empty query" + (" (--at PATH without a LINE needs a QUERY)" if args.at is not None else ""))
     if args.budget <= 0:
         raise CliError("--budget must be a positive number of tokens")
+    from ctx_lsp.retrieval.text import looks_binary
+
+    if looks_binary(query):  # a file piped by mistake: never a pack an agent's hook pastes into a prompt
+        from ctx_lsp.engine import NOT_TEXT
+
+        raise CliError(NOT_TEXT)
     from ctx_lsp.retrieval.dense_options import one_shot_options
 
     dense = one_shot_options(workspace_cache_dir(args, workspace_root(args)), args.dense_model, args.no_dense)

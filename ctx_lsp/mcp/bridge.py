@@ -25,8 +25,9 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BeforeValidator, Field, ValidationError
 
 from ctx_lsp import __version__
-from ctx_lsp.engine import TEST_DEPTH, Engine, TargetNotFound, path_problem
+from ctx_lsp.engine import NOT_TEXT, TEST_DEPTH, Engine, TargetNotFound, path_problem
 from ctx_lsp.index.model import Node
+from ctx_lsp.retrieval.text import looks_binary
 
 log = logging.getLogger("ctx_lsp.mcp")
 
@@ -154,6 +155,8 @@ class Bridge:
         q = query.strip()
         if not q:
             raise ToolFailure("empty query")
+        if looks_binary(q):
+            raise ToolFailure(NOT_TEXT)
         if line is not None and not path:
             raise ToolFailure("`line` needs `path` (the file the line is in)")
         rel = self.rel_path(path) if path else None

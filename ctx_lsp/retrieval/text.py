@@ -24,6 +24,17 @@ let please want need needs named called call calls""".split())
 _STEMMERS = threading.local()  # a stemmer keeps its word in the object: one per thread
 
 
+# what text never holds much of: control characters but tab and line breaks, C1 controls, and what
+# bytes that did not decode became (U+FFFD, or lone surrogates with errors="surrogateescape")
+_NOT_TEXT = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ufffd\ud800-\udfff]")
+
+
+def looks_binary(text: str) -> bool:
+    """Whether `text` is binary data read as text (a file piped by mistake): more than a tenth of it
+    control characters or undecodable bytes. A NUL or two in a pasted issue is still text."""
+    return len(_NOT_TEXT.findall(text)) > max(8, len(text) // 10)
+
+
 def split_identifier(name: str) -> list[str]:
     """`merge_environmentSettings` -> ["merge", "environment", "settings"] (lower case)."""
     out: list[str] = []
