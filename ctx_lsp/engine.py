@@ -24,7 +24,7 @@ from ctx_lsp.index.facts import is_test_path, split_lines
 from ctx_lsp.index.git_activity import GitActivity, started_by_git
 from ctx_lsp.index.model import RESOLVER_IMPORT, Edge, EdgeKind, Node, NodeKind
 from ctx_lsp.index.workspace import BuildReport, Progress, WorkspaceIndex
-from ctx_lsp.retrieval.text import looks_binary
+from ctx_lsp.retrieval.text import identifier_form, looks_binary
 
 if TYPE_CHECKING:
     from ctx_lsp.retrieval.dense_options import DenseOptions
@@ -192,7 +192,7 @@ class Engine:
         process's). Raises TargetNotFound with a one-line message; ValueError for a path outside the root.
         """
         g = self.index.graph
-        t = target.strip()
+        t = identifier_form(target.strip())
         if not t:
             raise TargetNotFound("empty target")
         if "::" in t:
@@ -312,6 +312,7 @@ class Engine:
     def find_symbols(self, name: str) -> list[Node]:
         """Symbols matching a qualified name (`Class.method`, `pkg.mod.func`) or a short name, best first."""
         g = self.index.graph
+        name = identifier_form(name)
         parts = name.replace("::", ".").split(".")
         short = parts[-1]
         hits = [n for n in g.symbols_named(short) if n.qualname is not None]

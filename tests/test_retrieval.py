@@ -133,6 +133,24 @@ def test_implemented_asks_where_the_code_is_and_implements_asks_for_implementati
     assert ("implementations" in make_plan(text, lambda w: w == "BaseRepository").operators) is relation
 
 
+def test_a_name_typed_decomposed_is_the_name_the_code_defines(tmp_path: Path) -> None:
+    """Python reads identifiers NFKC-normalized: `cálculo` typed decomposed (NFD, as macOS gives it)
+    names the function, as a target and in a question."""
+    import unicodedata
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "calc.py").write_text("def cálculo(x):\n    return x * 2\n\n\ndef total():\n    return cálculo(3)\n",
+                                  encoding="utf-8")
+    e = Engine(root, cache_dir=tmp_path / "c")
+    e.open()
+    nfd = unicodedata.normalize("NFD", "cálculo")
+    assert nfd != "cálculo" and e.resolve_target(nfd) == "calc.py::cálculo"
+    pack = e.context(f"who calls {nfd}", 2000, record=False)
+    assert pack["plan"]["mentions"] == ["cálculo"] and "callers" in pack["plan"]["operators"]
+    assert "total" in [i["symbol"] for i in pack["items"]]
+
+
 def test_a_plain_word_is_no_mention_of_a_class_a_function_defines_in_its_body(tmp_path: Path) -> None:
     """"Content" in prose names a workspace class, not one a test defines inside its body."""
     root = tmp_path / "ws"

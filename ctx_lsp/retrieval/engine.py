@@ -34,7 +34,7 @@ from ctx_lsp.retrieval.plan import EXPLICIT_SYMBOL, IMPLICIT_CONTEXT, Plan, make
 from ctx_lsp.retrieval.score import Candidate, Candidates
 from ctx_lsp.retrieval.seeds import history_seeds, test_seeds
 from ctx_lsp.retrieval.symbols import rank_symbols
-from ctx_lsp.retrieval.text import split_identifier
+from ctx_lsp.retrieval.text import composed, identifier_form, split_identifier
 
 if TYPE_CHECKING:
     from ctx_lsp.engine import Engine
@@ -284,6 +284,7 @@ class Retriever:
         inside a function: a plain word of prose ("Content", "Handler") is not a name of a class a
         test defines in its body."""
         g = self.engine.graph
+        word = identifier_form(word)
         for n in g.symbols_named(word):
             if n.name != word:
                 continue
@@ -306,7 +307,7 @@ class Retriever:
         t = {"start": time.perf_counter()}
         check = checkpoint or (lambda: None)
         asked = len(query)
-        query = cap_text(query)
+        query = composed(cap_text(query))
         self.sync()
         t["sync"] = time.perf_counter()
         is_symbol = self.is_symbol if "symbols" in features else None

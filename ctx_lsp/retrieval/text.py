@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+import unicodedata
 from collections import Counter
 from functools import lru_cache
 
@@ -33,6 +34,18 @@ def looks_binary(text: str) -> bool:
     """Whether `text` is binary data read as text (a file piped by mistake): more than a tenth of it
     control characters or undecodable bytes. A NUL or two in a pasted issue is still text."""
     return len(_NOT_TEXT.findall(text)) > max(8, len(text) // 10)
+
+
+def identifier_form(name: str) -> str:
+    """A name as Python reads identifiers (NFKC, PEP 3131): `cálculo` typed decomposed (NFD, as macOS
+    file names and some terminals give it) is the name the code defines."""
+    return name if name.isascii() else unicodedata.normalize("NFKC", name)
+
+
+def composed(text: str) -> str:
+    """Text with its accents composed (NFC): a word typed decomposed reads as one word, and nothing
+    else changes (NFKC would also turn `µ` into `μ`, which a quoted message must keep)."""
+    return text if text.isascii() else unicodedata.normalize("NFC", text)
 
 
 def split_identifier(name: str) -> list[str]:
