@@ -529,6 +529,31 @@ def test_rare_words_of_the_task_pin_the_few_files_that_use_them(tmp_path: Path) 
     assert ranked[0]["path"] == "shop/export.py", ranked
 
 
+def test_a_long_symbol_found_above_all_by_a_string_it_holds_shows_the_lines_around_it(tmp_path: Path) -> None:
+    """A key the task quotes (`follow_redirects`) is a string in a 150-line command-line entry point:
+    found above all by it, that item is the lines around the string, not the whole function's 1,000
+    tokens; a short symbol found the same way is shown whole."""
+    body = "".join(f"    step_{i} = configure_option_{i}(options, verbose=verbose)\n" for i in range(150))
+    files = {
+        "tool/__init__.py": "",
+        "tool/cli.py": ("def main(options, verbose):\n" + body[: len(body) // 2]
+                        + '    names = ["follow_redirects", "max_hops"]\n' + body[len(body) // 2:] + "    return names\n"),
+        "tool/small.py": 'def hops():\n    return "max_hop_count"\n',
+        "tool/client.py": "class Client:\n    def send(self, request):\n        return request\n",
+    }
+    root = tmp_path / "ws"
+    write_tree(root, files)
+    e = Engine(root, cache_dir=tmp_path / "cache")
+    e.open()
+    issue = ("Redirect to another host keeps the header\n\nWe pass `follow_redirects` and `max_hop_count` "
+             "to the client. The header should be dropped when the host changes.\n")
+    items = {i["symbol"]: i for i in _ctx(e, issue)["items"]}
+    main = items["main"]
+    assert main["reasons"][0]["via"] == "literal-key", main["reasons"]  # what found it above all
+    assert main["detail"] == "excerpt" and '"follow_redirects"' in main["text"] and main["tokens"] < 700
+    assert items["hops"]["detail"] == "full"
+
+
 def test_a_links_host_and_page_name_no_code_but_its_file_and_anchor_do() -> None:
     text = ("escape() duplicates the stdlib\n\nSee https://docs.python.org/3/library/html.html#html.escape and "
             "https://docs.djangoproject.com/en/3.2/ref/settings/#std:setting-CSRF_TRUSTED_ORIGINS, and the code at "

@@ -140,6 +140,17 @@ def _excerpt_of(node: Node, lines: list[str], focus: LineFocus, max_tokens: int,
     return excerpt(lines, node.start_line, node.end_line, focus, max_tokens, taken=taken)
 
 
+def _found_by_literals(cand: Candidate) -> bool:
+    """Whether its strongest evidence is a string it holds (task_generators.LiteralGenerator)."""
+    return bool(cand.reasons) and max(cand.reasons, key=lambda r: r.weight).via.startswith("literal")
+
+
+def _long(node: Node, budget: int) -> bool:
+    """Whether a symbol's full text likely takes more than an excerpt's share of the budget (about 8
+    tokens a line, without reading it)."""
+    return (node.end_line - node.start_line + 1) * 8 > EXCERPT_SHARE * budget
+
+
 def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget: int,
          targets: frozenset[str] = frozenset(), focus: LineFocus | None = None,
          files: list[tuple[str, float]] | None = None,
@@ -186,8 +197,11 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
         if rank < FULL_RANKS and cand.hops <= 1 and not contains_chosen and node.kind != "commit":
             options.append("full")
         if focus is not None and rank < FULL_RANKS and cand.hops <= 1 and (node.qualname is not None or node.path in leading):
-            # a leading module's full text is its head (imports): for a task its matching stretches say more
-            options.insert(0 if node.qualname is None else len(options), "excerpt")
+            # a leading module's full text is its head (imports): for a task its matching stretches say
+            # more; so do a long symbol's found above all by a string it holds (a quoted key or message
+            # is one line of it: `"follow_redirects"` in a 200-line CLI entry point)
+            first = node.qualname is None or (_found_by_literals(cand) and _long(node, budget))
+            options.insert(0 if first else len(options), "excerpt")
         if rank < FULL_RANKS * 2 or cand.hops <= 1:
             options.append("signature")
         options.append("reference")
