@@ -117,6 +117,19 @@ def test_statements_that_depend_on_each_other_are_declined_and_moved_ones_kept()
     # a second `f`: the first definition wins, so the two statements' facts depend on each other
     twice = text + "\n\ndef f():\n    return 2\n"
     assert reuse_statements(old, twice, _digest(twice)) is None
+    # and the other way: the later of two old definitions kept, the first one gone (a variable's second
+    # assignment has no def, a function's second def is `f#2`), so its old facts are not its new ones
+    for first, later, replaced_by in (("x = 1\n", "x = 2\n", "y = 0\n"),
+                                      ("def f():\n    pass\n", "def f():\n    return g()\n", "import os\n")):
+        old_twice = extract("m.py", first + "\n\n" + later)
+        new_once = replaced_by + "\n\n" + later
+        got = reuse_statements(old_twice, new_once, _digest(new_once))
+        assert got is None or got == extract("m.py", new_once)
+    # a class whose first of two same-named methods is gone: its later method is walked as the first
+    klass = "class C:\n    def m(self):\n        return 1\n\n    def m(self):\n        return helper()\n"
+    one = "class C:\n    def m(self):\n        return helper()\n"
+    got = reuse_statements(extract("m.py", klass), one, _digest(one))
+    assert got is None or got == extract("m.py", one)
     # a new module docstring and module-level words (whole-file values): put together again
     plain = text.replace("from __future__ import annotations\n", "")
     doc = '"""Doc of the module."""\n' + plain + "\nSETTING = configure('value', other=VALUE)\n"

@@ -11,14 +11,15 @@ only the rest, or returns None and the caller extracts the whole file; either wa
 Why a found text is the same statement: every stretch between found statements is parsed on its own
 and must parse whole, so no bracket, string, decorator or block runs across a boundary, and each found
 text parsed whole in the old file. Where a statement's facts depend on others it declines, as
-splice.py does: a name two top-level statements define, a file at the literal cap, old facts with
-errors. Module-level words and the module docstring (whole-file values)
+splice.py does: a name two top-level statements define (in the new text or the old one), a file at the
+literal cap, old facts with errors. Module-level words and the module docstring (whole-file values)
 are put together again from every statement's (`FileFacts.tops` holds each one's words).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -262,6 +263,11 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
     b = split_lines(text)
     found = _find_kept(spans, b)
     if not found and not any(sp[5] for sp in spans):
+        return None
+    # a name two old statements define: each one's facts were those of a first or a later definition
+    # (`f` or `f#2`, a variable's def or none), which a kept one's copy would keep whatever the other became
+    defined = Counter(n for sp in spans for n in sp[2])
+    if any(defined[n] > 1 for _, _, k in found for n in spans[k][2]):
         return None
     bounds = {}
     for name, (line, _) in FACT_FIELDS.items():
