@@ -5,10 +5,12 @@ the two are equal. Prints counts (modified, built from kept statements, declined
 and seconds (whole extraction of every modified file against the reuse path, which extracts a
 declined file whole). Exits 1 when any built facts differ from the whole extraction.
 
-`--bindings` also checks the binding side: a copy of OLD indexed from scratch, turned into NEW and
-refreshed (re-bound files keep their unchanged site groups, index/bind.py), then every file's binding
-compared with a fresh binding of the same workspace (edges, counts, unresolved sites, dependency keys,
-flows, site groups); unequal bindings count as failures too.
+`--bindings` also checks the update end to end: a copy of OLD indexed from scratch, turned into NEW and
+refreshed (re-bound files keep their unchanged site groups, index/bind.py), then compared with an index
+built from scratch on the same files: every file's facts (each compared field), every binding (edges,
+counts, unresolved sites, dependency keys, flows, site groups) and the graph (nodes and edges). A
+binding compared with a fresh one on the updated facts alone would miss facts the update got wrong.
+Any difference counts as a failure.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from ctx_lsp.index.bind import Binder
 from ctx_lsp.index.discovery import discover
 from ctx_lsp.index.extract import extract
 from ctx_lsp.index.facts import FileFacts, content_digest, decode_source
@@ -66,6 +68,7 @@ def check(old_root: Path, new_root: Path) -> dict[str, Any]:
 
 
 _BINDING_FIELDS = ("edges", "internal", "external", "unresolved", "deps", "flows", "groups")
+_COMPARED = tuple(f.name for f in fields(FileFacts) if f.compare)  # what FileFacts equality compares
 
 
 def check_bindings(old_root: Path, new_root: Path) -> dict[str, Any]:
@@ -83,13 +86,27 @@ def check_bindings(old_root: Path, new_root: Path) -> dict[str, Any]:
         t = time.perf_counter()
         index.refresh()
         out: dict[str, Any] = {"update_s": round(time.perf_counter() - t, 3), "bind_s": round(index.phases.get("bind", 0.0), 3),
-                               "bindings": len(index.bindings), "bindings_unequal": []}
-        binder = Binder(index.ws)
-        for rel in sorted(index.bindings):
-            got, want = index.bindings[rel], binder.bind_file(rel)
-            field = next((f for f in _BINDING_FIELDS if getattr(got, f) != getattr(want, f)), None)
+                               "bindings": len(index.bindings), "facts_unequal": [], "bindings_unequal": [],
+                               "graph_unequal": []}
+        index.wait_saved()
+        scratch = WorkspaceIndex(tree, cache_dir=tmp / "scratch")
+        scratch.load_or_build()
+        for rel in sorted(index.facts.keys() | scratch.facts.keys()):
+            a, b = index.facts.get(rel), scratch.facts.get(rel)
+            field = "presence" if a is None or b is None else next((f for f in _COMPARED if getattr(a, f) != getattr(b, f)), None)
+            if field is not None:
+                out["facts_unequal"].append({"path": rel, "field": field})
+        for rel in sorted(index.bindings.keys() | scratch.bindings.keys()):
+            ga, gb = index.bindings.get(rel), scratch.bindings.get(rel)
+            field = ("presence" if ga is None or gb is None
+                     else next((f for f in _BINDING_FIELDS if getattr(ga, f) != getattr(gb, f)), None))
             if field is not None:
                 out["bindings_unequal"].append({"path": rel, "field": field})
+        (nodes, edges), (want_nodes, want_edges) = index.graph.snapshot(), scratch.graph.snapshot()
+        for what, got_set, want_set in (("node", nodes, want_nodes), ("edge", edges, want_edges)):
+            out["graph_unequal"] += [{"what": what, "extra": str(x)} for x in sorted(map(str, got_set - want_set))[:20]]
+            out["graph_unequal"] += [{"what": what, "missing": str(x)} for x in sorted(map(str, want_set - got_set))[:20]]
+        scratch.wait_saved()
         return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -108,8 +125,14 @@ def run_reuse_check(args: argparse.Namespace) -> int:
         for u in res["unequal"]:
             print(f"  UNEQUAL {u['path']}: {u['field']}", file=sys.stderr)
         if args.bindings:
-            print(f"bindings after the update: {res['bindings']}, {len(res['bindings_unequal'])} unequal to a fresh "
-                  f"binding; update {res['update_s']:.2f} s (bind {res['bind_s']:.2f} s)")
+            print(f"the updated index against a scratch build: {len(res['facts_unequal'])} files' facts, "
+                  f"{len(res['bindings_unequal'])} of {res['bindings']} bindings and {len(res['graph_unequal'])} graph "
+                  f"nodes or edges unequal; update {res['update_s']:.2f} s (bind {res['bind_s']:.2f} s)")
+            for u in res["facts_unequal"]:
+                print(f"  UNEQUAL FACTS {u['path']}: {u['field']}", file=sys.stderr)
             for u in res["bindings_unequal"]:
                 print(f"  UNEQUAL BINDING {u['path']}: {u['field']}", file=sys.stderr)
-    return 1 if res["unequal"] or res.get("bindings_unequal") else 0
+            for u in res["graph_unequal"]:
+                print(f"  UNEQUAL GRAPH {u}", file=sys.stderr)
+    failed = res["unequal"] or res.get("facts_unequal") or res.get("bindings_unequal") or res.get("graph_unequal")
+    return 1 if failed else 0

@@ -15,7 +15,7 @@ import pytest
 from conftest import write_tree
 
 from ctx_lsp.index.extract import extract
-from ctx_lsp.index.facts import content_digest, split_lines
+from ctx_lsp.index.facts import FileFacts, content_digest, split_lines
 from ctx_lsp.index.statement_reuse import reuse_statements
 from ctx_lsp.index.workspace import WorkspaceIndex
 
@@ -294,7 +294,26 @@ def test_reuse_check_command_compares_a_checkouts_files(tmp_path: Path, capsys: 
 
     assert main(["reuse-check", str(old), str(new), "--json", "--bindings"]) == 0
     got = json.loads(capsys.readouterr().out)
-    assert (got["bindings"], got["bindings_unequal"]) == (3, [])
+    assert (got["bindings"], got["facts_unequal"], got["bindings_unequal"], got["graph_unequal"]) == (3, [], [], [])
+    # facts the update got wrong (a kept def dropped): the scratch build says so, and what follows from them
+    from ctx_lsp.index import workspace
+
+    reuse = workspace.reuse_statements
+
+    def dropping(o: FileFacts, text: str, digest: str) -> FileFacts | None:
+        got = reuse(o, text, digest)
+        if got is not None:
+            got.defs = got.defs[:-1]
+        return got
+
+    workspace.reuse_statements = dropping  # type: ignore[assignment]
+    try:
+        assert main(["reuse-check", str(old), str(new), "--json", "--bindings"]) == 1
+    finally:
+        workspace.reuse_statements = reuse  # type: ignore[assignment]
+    got = json.loads(capsys.readouterr().out)
+    assert got["facts_unequal"] == [{"path": "pkg/a.py", "field": "defs"}]
+    assert any(u["what"] == "node" and "pkg/a.py::f9" in u["missing"] for u in got["graph_unequal"] if "missing" in u)
     moved = bind._moved
     # a kept group's constraints moved wrong: the check must say so
     bind._moved = lambda c, delta: moved(c, delta + 1)  # type: ignore[assignment]
