@@ -192,10 +192,12 @@ class Engine:
         process's). Raises TargetNotFound with a one-line message; ValueError for a path outside the root.
         """
         g = self.index.graph
-        t = identifier_form(target.strip())
+        t = target.strip()
         if not t:
             raise TargetNotFound("empty target")
         if "::" in t:
+            path, _, qual = t.partition("::")
+            t = f"{path}::{identifier_form(qual)}"  # a file name is as the file system has it; a name as Python reads it
             if t in g:
                 return t
             raise TargetNotFound(f"unknown symbol: {t}{self._did_you_mean(t)}")
@@ -229,6 +231,7 @@ class Engine:
             if p.is_dir():
                 raise TargetNotFound(f"{t} is a directory; pass a Python file inside it")
             raise TargetNotFound(f"file not in the index: {rel}")
+        t = identifier_form(t)  # neither a path nor PATH::NAME: a module or symbol name
         module = self.index.ws.modules.get(t)
         if module is not None and module in g and "." in t:
             return module  # a dotted module name (`requests.adapters`), as imports write it: its file

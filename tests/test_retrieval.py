@@ -149,6 +149,11 @@ def test_a_name_typed_decomposed_is_the_name_the_code_defines(tmp_path: Path) ->
     pack = e.context(f"who calls {nfd}", 2000, record=False)
     assert pack["plan"]["mentions"] == ["cálculo"] and "callers" in pack["plan"]["operators"]
     assert "total" in [i["symbol"] for i in pack["items"]]
+    # a file name stays as the file system has it (here decomposed): only names are normalized
+    nfd_file = unicodedata.normalize("NFD", "módulo.py")
+    (root / nfd_file).write_text("def f():\n    return 1\n")
+    e.refresh()
+    assert e.resolve_target(nfd_file) == nfd_file and e.resolve_target(nfd_file + "::f") == nfd_file + "::f"
 
 
 def test_a_plain_word_is_no_mention_of_a_class_a_function_defines_in_its_body(tmp_path: Path) -> None:
