@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, TESTS
+from conftest import FIXTURES, TESTS, write_tree
 
 from ctx_lsp.index.model import EdgeKind
 
@@ -127,11 +127,10 @@ def test_neighbors_of_a_symbol_lists_every_call_site_and_names_close_names(tmp_p
     """The graph keeps one CALLS edge per caller, at its first site; `neighbors` of a symbol lists every
     call site, as MCP's find_callers does. An unknown name says which names are close."""
     ws = tmp_path / "ws"
-    (ws / "pkg").mkdir(parents=True)
-    (ws / "pkg/__init__.py").write_text("")
-    (ws / "pkg/m.py").write_text("def f():\n    return 1\n\n\ndef g():\n    a = f()\n    b = f()\n    return a + b\n")
-    (ws / "pkg/n.py").write_text("from pkg.m import f\n\n\ndef h():\n    return f() + f() + f()\n")
-    (ws / "lone.py").write_text("def alone():\n    return 0\n")
+    write_tree(ws, {"pkg/__init__.py": "",
+                    "pkg/m.py": "def f():\n    return 1\n\n\ndef g():\n    a = f()\n    b = f()\n    return a + b\n",
+                    "pkg/n.py": "from pkg.m import f\n\n\ndef h():\n    return f() + f() + f()\n",
+                    "lone.py": "def alone():\n    return 0\n"})
     base = ("--root", str(ws), "--cache-dir", str(tmp_path / "c"))
     text = run("neighbors", *base, "pkg.m.f")
     assert text.returncode == 0, text.stderr

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import write_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -253,11 +254,10 @@ def test_task_text_reads_a_shared_name_the_same_whatever_was_asked_before(tmp_pa
     """A question reads a name two modules define as the one the last question was about; task text
     (a pasted issue) never: its answer is the same after any earlier question, in the next process too."""
     root = tmp_path / "ws"
-    (root / "pkg").mkdir(parents=True)
-    (root / "pkg/__init__.py").write_text("")
-    (root / "pkg/funcs.py").write_text("def asdict(inst, recurse=True):\n    return dict(vars(inst))\n")
-    (root / "pkg/next_gen.py").write_text("from pkg import funcs\n\n\ndef asdict(inst):\n    return funcs.asdict(inst)\n")
-    (root / "pkg/use.py").write_text("from pkg.next_gen import asdict\n\n\ndef dump(x):\n    return asdict(x)\n")
+    write_tree(root, {"pkg/__init__.py": "",
+                      "pkg/funcs.py": "def asdict(inst, recurse=True):\n    return dict(vars(inst))\n",
+                      "pkg/next_gen.py": "from pkg import funcs\n\n\ndef asdict(inst):\n    return funcs.asdict(inst)\n",
+                      "pkg/use.py": "from pkg.next_gen import asdict\n\n\ndef dump(x):\n    return asdict(x)\n"})
     task = ("asdict on a plain dict raises\n\nI pass whatever my API returns to `asdict`; sometimes it is "
             "already a dict. Could `asdict` just return a copy of it instead of raising?\n")
 

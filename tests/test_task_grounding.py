@@ -108,6 +108,14 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
     return open_engine(tmp_path_factory.mktemp("shop"), PROJECT, tmp_path_factory.mktemp("cache"))
 
 
+def _opened(tmp_path: Path, files: dict[str, str]) -> Engine:
+    """An engine opened on `files` written under tmp_path/ws (its cache beside it)."""
+    write_tree(tmp_path / "ws", files)
+    e = Engine(tmp_path / "ws", cache_dir=tmp_path / "cache")
+    e.open()
+    return e
+
+
 def _ctx(e: Engine, text: str, features: frozenset[str] = ALL_FEATURES) -> dict:
     with e.lock:
         return e.retriever.context(text, 8000, record=False, features=features)
@@ -462,10 +470,7 @@ def test_template_words_do_not_pull_in_code_that_shares_them(tmp_path: Path) -> 
     }
     for i in range(6):
         files[f"billing/other{i}.py"] = f"def helper{i}(x):\n    return x + {i}\n"
-    root = tmp_path / "ws"
-    write_tree(root, files)
-    e = Engine(root, cache_dir=tmp_path / "cache")
-    e.open()
+    e = _opened(tmp_path, files)
     ranked = _ctx(e, TEMPLATED_ISSUE)["files"]
     assert ranked[0]["path"] == "billing/rounding.py", ranked
     bm25 = {f["path"]: next((r["value"] for r in f["reasons"] if r["via"] == "file-bm25"), 0.0) for f in ranked}
@@ -483,10 +488,7 @@ def test_the_projects_own_name_in_prose_is_not_the_class_named_like_it(tmp_path:
         "tests/__init__.py": "",
         "tests/test_pricing.py": "from shop.pricing import apply_discount\n\n\ndef test_it():\n    assert apply_discount(1, 0)\n",
     }
-    root = tmp_path / "ws"
-    write_tree(root, files)
-    e = Engine(root, cache_dir=tmp_path / "cache")
-    e.open()
+    e = _opened(tmp_path, files)
     assert e.retriever._project_names() == frozenset({"shop"})
     issue = ("Discounts are applied twice\nWith Shop 2.1 the apply_discount result is wrong for a zero rate.\n"
              "Since upgrading Shop the totals are off. Shop runs on Linux.\n")
@@ -510,10 +512,7 @@ def test_rare_words_of_the_task_pin_the_few_files_that_use_them(tmp_path: Path) 
         **{f"shop/common{i}.py": f"def report_total{i}(report):\n    # the report total is saved\n    return report.total\n"
            for i in range(4)},
     }
-    root = tmp_path / "ws"
-    write_tree(root, files)
-    e = Engine(root, cache_dir=tmp_path / "cache")
-    e.open()
+    e = _opened(tmp_path, files)
     e.retriever.sync()
     issue = ("Exports lose the watermark when the report total is saved\n"
              "The report total is saved and the report is saved, but the watermark is gone from the export.\n")
@@ -541,10 +540,7 @@ def test_a_long_symbol_found_above_all_by_a_string_it_holds_shows_the_lines_arou
         "tool/small.py": 'def hops():\n    return "max_hop_count"\n',
         "tool/client.py": "class Client:\n    def send(self, request):\n        return request\n",
     }
-    root = tmp_path / "ws"
-    write_tree(root, files)
-    e = Engine(root, cache_dir=tmp_path / "cache")
-    e.open()
+    e = _opened(tmp_path, files)
     issue = ("Redirect to another host keeps the header\n\nWe pass `follow_redirects` and `max_hop_count` "
              "to the client. The header should be dropped when the host changes.\n")
     items = {i["symbol"]: i for i in _ctx(e, issue)["items"]}
