@@ -122,6 +122,24 @@ def test_statements_that_depend_on_each_other_are_not_spliced() -> None:
     assert [d.qual for d in got.defs] == ["f", "g"] and [t[:3] for t in got.tops or []] == [(1, 2, ("f",)), (5, 7, ("g",))]
 
 
+@pytest.mark.parametrize(("text", "between"), [
+    # an `@overload` implementation takes its stub's def (out of line order)
+    ("from typing import overload\n\n\n@overload\ndef f(x: int) -> int: ...\n\n\ndef f(x):\n    return x\n",
+     "\n\ndef f(x):\n"),
+    # a module-level `@f.setter` extends `f`'s def to its own last line
+    ("@property\ndef f(self):\n    return 1\n\n\n@f.setter\ndef f(self, v):\n    pass\n", "\n\n@f.setter\n"),
+])
+@pytest.mark.parametrize("inserted", ["# a comment\n", "def g():\n    pass\n\n\n", "x = 1\n\n\n"])
+def test_an_edit_between_two_statements_of_one_def_gives_a_whole_extraction(text: str, between: str,
+                                                                              inserted: str) -> None:
+    """Two top-level statements can make one def (an overload's implementation, a property's setter);
+    an edit between them is extracted as a whole extraction gives it (found by fuzzing editor edits)."""
+    edited = text.replace(between, "\n\n" + inserted + between.lstrip("\n"), 1)
+    assert edited != text
+    got = splice(extract("m.py", text), text, edited, content_digest(edited.encode()))
+    assert got is None or got == extract("m.py", edited, content_digest(edited.encode()))
+
+
 def test_an_index_edit_splices_and_equals_a_scratch_build(tmp_path: Path) -> None:
     src = tmp_path / "pkg"
     src.mkdir()

@@ -125,6 +125,19 @@ def test_statements_that_depend_on_each_other_are_declined_and_moved_ones_kept()
         new_once = replaced_by + "\n\n" + later
         got = reuse_statements(old_twice, new_once, _digest(new_once))
         assert got is None or got == extract("m.py", new_once)
+    # two statements on one line are one text, which finds only the first: declined, not half kept
+    semi = "a = 1; b = 2\n\n\ndef f():\n    pass\n"
+    edited = semi.replace("pass", "return 1")
+    got = reuse_statements(extract("m.py", semi), edited, _digest(edited))
+    assert got is None or got == extract("m.py", edited)
+    # a "blank" line that holds a no-break space (or U+2028, \\v) is a syntax error Python reports:
+    # never skipped as blank
+    plain = "import os\n\n\ndef f():\n    return os.getcwd()\n"
+    for odd in ("\u00a0", "\u2028", "\x0b", "\u00a0# a comment"):
+        broken = plain.replace("import os\n\n", f"import os\n{odd}\n", 1)
+        got = reuse_statements(extract("m.py", plain), broken, _digest(broken))
+        assert got is None or got == extract("m.py", broken), odd
+        assert extract("m.py", broken).errors
     # a class whose first of two same-named methods is gone: its later method is walked as the first
     klass = "class C:\n    def m(self):\n        return 1\n\n    def m(self):\n        return helper()\n"
     one = "class C:\n    def m(self):\n        return helper()\n"

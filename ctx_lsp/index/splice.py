@@ -8,7 +8,9 @@ file; either way the result equals `extract(path, new_text)` field for field (te
 checks it on real files).
 
 Where a statement's facts depend on other statements, `splice` declines:
-- a name two top-level statements define (the first definition wins: `FileFacts.tops` holds each one's);
+- a name two top-level statements define (the first definition wins: `FileFacts.tops` holds each one's),
+  when an edited statement is one of them or lies between them (an `@overload` implementation takes its
+  stub's def, a top-level `@f.setter` extends `f`'s def to its own lines);
 - module-level words or the module docstring that the edit changes (whole-file values);
 - edited statements holding most of the file (a whole extraction costs no more);
 - a file whose literals reached the cap, or old facts with errors (a repaired parse), or text with
@@ -234,6 +236,8 @@ def _splice_range(old: FileFacts, a: list[str], b: list[str], first: int, last: 
         return None  # most of the file: extracting it whole costs no more
     i = bisect_left(spans, (first,))
     j = bisect_left(spans, (last + 1,))
+    if _split_by(spans, i, j):
+        return None
     was = spans[i:j]  # the old statements in the range
     new = _extract_part(old.path, old.is_test_file, b, first, count)
     if new is None:
@@ -275,6 +279,14 @@ def _splice_range(old: FileFacts, a: list[str], b: list[str], first: int, last: 
     out.terms = {t: c for t, c in sorted(terms.items()) if c > 0}
     out.chunk_terms = _spliced_chunks(old, runs["defs"], new.facts, out)  # type: ignore[arg-type]
     return out
+
+
+def _split_by(spans: list[Span], i: int, j: int) -> bool:
+    """Whether a name is defined both before the statements [i, j) and after them: such statements'
+    facts are one def's (an `@overload` implementation takes its stub's def, `@f.setter` extends `f` to
+    its own last line), so an edit between them moves part of one def."""
+    before = {n for sp in spans[:i] for n in sp[2]}
+    return bool(before) and any(n in before for sp in spans[j:] for n in sp[2])
 
 
 def _chunked(d: Def) -> bool:

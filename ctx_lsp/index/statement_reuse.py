@@ -43,10 +43,12 @@ def _code_starts(b: list[str]) -> list[int]:
 
 
 def _last_code(b: list[str], first: int, before: int) -> int:
-    """The last line in [first, before) that is neither blank nor a comment; first - 1 when none."""
+    """The last line in [first, before) that is neither blank nor a comment; first - 1 when none.
+    Blank as Python's tokenizer reads it: spaces, tabs and form feeds only (a no-break space, U+2028
+    or \\v on a line is a syntax error there, which a parse of the stretch must report)."""
     e = before - 1
     while e >= first:
-        s = b[e - 1].lstrip()
+        s = b[e - 1].lstrip(" \t\f")
         if s and not s.startswith("#"):
             break
         e -= 1
@@ -269,6 +271,8 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
     defined = Counter(n for sp in spans for n in sp[2])
     if any(defined[n] > 1 for _, _, k in found for n in spans[k][2]):
         return None
+    if any(spans[k][0] <= spans[k - 1][1] for k in range(1, len(spans))):
+        return None  # statements sharing a line (`a = 1; b = 2`): one text, which finds only the first
     bounds = {}
     for name, (line, _) in FACT_FIELDS.items():
         got = _per_statement(getattr(old, name), line, spans)
