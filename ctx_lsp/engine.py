@@ -24,7 +24,7 @@ from ctx_lsp.index.facts import is_test_path, split_lines
 from ctx_lsp.index.git_activity import GitActivity, started_by_git
 from ctx_lsp.index.model import RESOLVER_IMPORT, Edge, EdgeKind, Node, NodeKind
 from ctx_lsp.index.workspace import BuildReport, Progress, WorkspaceIndex
-from ctx_lsp.retrieval.text import identifier_form, looks_binary
+from ctx_lsp.retrieval.text import identifier_form
 
 if TYPE_CHECKING:
     from ctx_lsp.retrieval.dense_options import DenseOptions
@@ -38,7 +38,6 @@ MRO_CLASSES = 3  # classes of one name whose bases `Class.member` is looked up t
 MRO_LIMIT = 64  # ancestors visited per class (deep framework hierarchies end well before)
 
 
-NOT_TEXT = "the query is not text (binary data: control characters or undecodable bytes)"
 CALL_SITE_FILES = 400  # files bound again for `call_sites`: ~0.8 s at most
 
 
@@ -672,8 +671,6 @@ class Engine:
         at_path, at_line, cwd = params.get("at_path"), params.get("at_line"), params.get("cwd")
         if not isinstance(query, str) or not isinstance(budget, int) or budget <= 0:
             raise ValueError("a query and a positive budget are needed")
-        if looks_binary(query):
-            raise ValueError(NOT_TEXT)
         rel = None
         if isinstance(at_path, str):
             rel = self.resolve_target(at_path if at_path.endswith(".py") or "/" in at_path else f"./{at_path}",

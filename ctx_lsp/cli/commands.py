@@ -383,11 +383,9 @@ def cmd_context(args: argparse.Namespace) -> int:
         raise CliError("empty query" + (" (--at PATH without a LINE needs a QUERY)" if args.at is not None else ""))
     if args.budget <= 0:
         raise CliError("--budget must be a positive number of tokens")
-    from ctx_lsp.retrieval.text import looks_binary
+    from ctx_lsp.retrieval.text import NOT_TEXT, looks_binary
 
-    if looks_binary(query):  # a file piped by mistake: never a pack an agent's hook pastes into a prompt
-        from ctx_lsp.engine import NOT_TEXT
-
+    if looks_binary(query):  # a file piped by mistake: refused before any index is opened or asked
         raise CliError(NOT_TEXT)
     from ctx_lsp.retrieval.dense_options import one_shot_options
 

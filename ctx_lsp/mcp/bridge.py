@@ -25,9 +25,9 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BeforeValidator, Field, ValidationError
 
 from ctx_lsp import __version__
-from ctx_lsp.engine import NOT_TEXT, TEST_DEPTH, Engine, TargetNotFound, path_problem
+from ctx_lsp.engine import TEST_DEPTH, Engine, TargetNotFound, path_problem
 from ctx_lsp.index.model import Node
-from ctx_lsp.retrieval.text import looks_binary
+from ctx_lsp.retrieval.text import NOT_TEXT, looks_binary
 
 log = logging.getLogger("ctx_lsp.mcp")
 

@@ -141,8 +141,9 @@ def _excerpt_of(node: Node, lines: list[str], focus: LineFocus, max_tokens: int,
 
 
 def _found_by_literals(cand: Candidate) -> bool:
-    """Whether its strongest evidence is a string it holds (task_generators.LiteralGenerator)."""
-    return bool(cand.reasons) and max(cand.reasons, key=lambda r: r.weight).via.startswith("literal")
+    """Whether its strongest evidence (reasons come strongest first: Candidates.ranked) is a string it
+    holds (task_generators.LiteralGenerator)."""
+    return bool(cand.reasons) and cand.reasons[0].via.startswith("literal")
 
 
 def _long(node: Node, budget: int) -> bool:

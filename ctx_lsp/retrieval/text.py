@@ -30,6 +30,9 @@ _STEMMERS = threading.local()  # a stemmer keeps its word in the object: one per
 _NOT_TEXT = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ufffd\ud800-\udfff]")
 
 
+NOT_TEXT = "the query is not text (binary data: control characters or undecodable bytes)"
+
+
 def looks_binary(text: str) -> bool:
     """Whether `text` is binary data read as text (a file piped by mistake): more than a tenth of it
     control characters or undecodable bytes. A NUL or two in a pasted issue is still text."""

@@ -39,7 +39,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctx_lsp.index.facts import FileFacts, is_test_path, unpack_records
+from ctx_lsp.index.facts import Def, FileFacts, is_test_path, unpack_records
 from ctx_lsp.index.model import RESOLVER_COVERAGE, RESOLVER_STATIC_TEST, Edge, EdgeKind, Node, NodeKind
 
 if TYPE_CHECKING:
@@ -369,21 +369,27 @@ class TestCoverage:
 
     def _static_edges(self, path: str, facts: FileFacts) -> list[Edge]:
         g = self.index.graph
-        table: dict[str, list[tuple[str, ...]]] | None = None
-        def_lines: dict[str, int] | None = None
+        table: dict[str, Def] | None = None
 
-        def decorators(qual: str) -> list[tuple[str, ...]] | None:
+        def def_of(qual: str) -> Def | None:
             nonlocal table
-            if table is None:  # test functions and Test* methods never ask: most test files keep their defs unbuilt
-                table = {d.qual: d.decorators for d in facts.defs}
+            if table is None:  # most test files never ask, and keep their defs unbuilt
+                table = {d.qual: d for d in facts.defs}
             return table.get(qual)
 
-        def in_decorators(test_id: str, line: int) -> bool:
-            """Whether `line` is in the decorators of the test `test_id` (above its `def` line)."""
-            nonlocal def_lines
-            if def_lines is None:
-                def_lines = {d.qual: d.line for d in facts.defs}
-            return line < def_lines.get(test_id.partition("::")[2], 0)
+        def decorators(qual: str) -> list[tuple[str, ...]] | None:
+            d = def_of(qual)
+            return d.decorators if d is not None else None
+
+        def runs(n: Node | None, test_id: str, line: int) -> bool:
+            """Whether a test referring to `n` at `line` runs it: a function or method (a callback,
+            `pytest.raises(E, f)`, a property), or a class its decorators pass (above its `def` line)."""
+            if n is None:
+                return False
+            if n.kind in _RUN_BY_REFERENCE:
+                return True
+            d = def_of(test_id.partition("::")[2])
+            return n.kind == _CLASS and d is not None and line < d.line
 
         # caller id -> (the test source it belongs to, that id + "."), or None: not a test's, or a
         # test with dynamic coverage (its static edges give way)
@@ -424,8 +430,7 @@ class TestCoverage:
             n = node(dst)  # None: defined in a file not indexed yet; the graph links it later
             if n is not None and n.kind == _TEST:
                 continue
-            if kind == _REFS and (n is None or n.kind not in _RUN_BY_REFERENCE) and not (
-                    n is not None and n.kind == _CLASS and in_decorators(src, e.line)):
+            if kind == _REFS and not runs(n, src, e.line):
                 continue  # a value the test holds, checks or raises, not one it runs
             key = (src, dst)
             had = edges.get(key)
