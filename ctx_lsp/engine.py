@@ -282,7 +282,7 @@ class Engine:
         edges come from are bound again here with every site kept, in memory only (the graph and the
         cache are unchanged). Edges only the graph has (jedi, callback flow) are kept as they are; past
         CALL_SITE_FILES files (about 2 ms each), the rest keep their first sites."""
-        from ctx_lsp.index.bind import Binder
+        from ctx_lsp.index.bind import Binder, _group_keys
 
         g = self.index.graph
         kinds = (EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value)
@@ -290,9 +290,18 @@ class Engine:
         found = {(e.src, e.dst, e.kind, e.path, e.line, e.col): e for e in base}
         binder = Binder(self.index.ws)
         binder.every_site = True
-        for path in sorted({e.path for e in base if e.path in self.index.facts})[:CALL_SITE_FILES]:
+        # only the site groups of the calling scopes are evaluated again (a hub's callers are a few
+        # functions in each of many large files)
+        scopes: dict[str, set[str]] = {}
+        for e in base:
+            scopes.setdefault(e.path, set()).add(e.src.partition("::")[2])
+        for path in sorted(p for p in scopes if p in self.index.facts)[:CALL_SITE_FILES]:
+            info = self.index.ws.info.get(path)
+            if info is None:
+                continue
+            group_of = _group_keys(info.classes)
             try:
-                edges = binder.bind_file(path).edges
+                edges = binder.bind_file(path, only={group_of(s) for s in scopes[path]}).edges
             except Exception:  # the graph's first sites still answer
                 logging.getLogger(__name__).exception("binding %s for its call sites failed", path)
                 continue

@@ -470,9 +470,12 @@ class Binder(Evaluator):
         return out
 
     # -- one file ---------------------------------------------------------------------------
-    def bind_file(self, path: str, prior: PriorBinding | None = None) -> FileBinding:
+    def bind_file(self, path: str, prior: PriorBinding | None = None,
+                  only: AbstractSet[str] | None = None) -> FileBinding:
         """One file's edges, counts, flows and dependency keys. `prior`: its binding before an
-        update, whose unchanged site groups are kept instead of evaluated again."""
+        update, whose unchanged site groups are kept instead of evaluated again. `only`: evaluate the
+        sites and methods of these site groups alone, and no flows (a partial binding, for reading
+        some scopes' call sites; never one to keep)."""
         info = self.ws.info[path]
         facts = info.facts
         classes = info.classes
@@ -604,7 +607,7 @@ class Binder(Evaluator):
                 if md.kind not in ("method", "test"):
                     continue
                 group = group_of(mq)
-                if group in keep:
+                if group in keep or (only is not None and group not in only):
                     continue
                 self.deps = deps_of(group)
                 self.resolver = RESOLVER_MRO
@@ -681,7 +684,7 @@ class Binder(Evaluator):
         stats: dict[str, list[Any]] = {}
         for run, sites in groupby(enumerate(facts.sites), key=lambda t: t[1].scope):  # runs of one scope
             key = group_of(run)
-            if key in keep:
+            if key in keep or (only is not None and key not in only):
                 continue
             self.deps = deps_of(key)
             st = stats.setdefault(key, [0, 0, [], 0])
@@ -749,7 +752,7 @@ class Binder(Evaluator):
             hit = called[at] = (value[1], found[1])
             return hit
 
-        made = self.bind_flows(info, call_hit, group_of, deps_of, keep)
+        made = self.bind_flows(info, call_hit, group_of, deps_of, keep) if only is None else {}
         self.deps = file_deps
         flows: set[tuple] = set().union(*made.values()) if made else set()
         if keep:
