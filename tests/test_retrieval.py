@@ -276,6 +276,41 @@ def test_task_text_reads_a_shared_name_the_same_whatever_was_asked_before(tmp_pa
     assert answer(one_shot, task) == before
 
 
+def test_task_text_gives_the_same_pack_in_a_session_as_one_shot(tmp_path: Path) -> None:
+    """What a session holds in working memory (the symbols its answers showed, files opened) nudges
+    questions, never task text: the same pasted issue packs the same after other answers."""
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg/__init__.py").write_text("")
+    (root / "pkg/store.py").write_text(
+        "class Store:\n    def save(self, key, value):\n        self.data[key] = value\n\n"
+        "    def load(self, key):\n        return self.data[key]\n")
+    (root / "pkg/cache.py").write_text(
+        "from pkg.store import Store\n\n\ndef cached(store: Store, key):\n    return store.load(key)\n\n\n"
+        "def evict(store: Store, key):\n    del store.data[key]\n")
+    (root / "pkg/report.py").write_text("def render(rows):\n    return '\\n'.join(map(str, rows))\n")
+    task = ("Evicting a key twice raises KeyError\n\nCalling `evict(store, 'a')` a second time for the same "
+            "key fails with KeyError. It should do nothing when the key is already gone.\n")
+
+    def pack(engine: Engine, query: str) -> list[tuple]:
+        got = engine.context(query, 2000)
+        return [(i["path"], i["symbol"], i["detail"], i["tokens"], i["score"],
+                 [r["via"] for r in i["reasons"]]) for i in got["items"]] + [
+            (f["path"], f["score"]) for f in got.get("files", [])]
+
+    one_shot = Engine(root, cache_dir=tmp_path / "c1")
+    one_shot.open()
+    first = pack(one_shot, task)
+    session = Engine(root, cache_dir=tmp_path / "c2")
+    session.open()
+    assert pack(session, "how does render format rows") != first
+    session.retriever.working.touch("pkg/report.py::render")  # what an editor has open
+    asked_after = pack(session, task)
+    assert not any("working-memory" in item[-1] for item in asked_after if len(item) > 2)
+    assert asked_after == first
+    assert pack(session, task) == first  # asked again in the same session
+
+
 def test_unsaved_buffer_is_what_gets_packed(workspace: Path, tmp_path: Path) -> None:
     e = Engine(workspace, cache_dir=tmp_path)
     e.open()

@@ -193,6 +193,10 @@ def memory_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
                 cands.add(key, "working-memory", W_EPISODIC * 0.6 / (1 + j))
                 out.append(key)
         return out
+    if plan.task:
+        # task text (a pasted issue) is read on its own: the same text on the same files gives the
+        # same pack in a session as in a one-shot run
+        return out
     # otherwise working memory only nudges: a small prior for what the user has open
     for j, key in enumerate(r.working.recent(8)):
         if key in g:
