@@ -410,3 +410,29 @@ def test_a_stopped_daemon_is_reported_as_not_responding_and_stop_kills_it(ws: Ws
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_index_refine_while_a_daemon_runs_refines_the_daemons_graph_and_the_cache(ws: Ws) -> None:
+    """Refined in another process, the jedi edges would reach neither the daemon's answers nor (after
+    its next write) the cache: `index --refine` asks the running daemon to refine."""
+
+    # a call through a loop variable: the static binder leaves it open, jedi resolves it
+    (ws.root / "shop" / "loops.py").write_text(
+        "def helper():\n    return 1\n\n\ndef run():\n    for f in [helper]:\n        f()\n")
+
+    def jedi_edges(mode: str | None) -> list:
+        p = run("neighbors", "--json", *ws.common, "shop/loops.py::helper", mode=mode)
+        assert p.returncode == 0, p.stderr
+        return sorted((n["path"], n["symbol"], n["edge"]) for n in json.loads(p.stdout)["neighbors"]
+                      if n["resolver"] == "jedi")
+
+    start(ws)
+    assert jedi_edges(None) == []
+    p = run("index", "--json", "--refine", *ws.common)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["refinement"]["added_edges"] >= 1
+    assert "refined in the running daemon" in p.stderr
+    through_daemon = jedi_edges(None)
+    assert through_daemon and through_daemon == jedi_edges("off")
+    assert run("daemon", "stop", *ws.common, timeout=30).returncode == 0
+    assert jedi_edges("off") == through_daemon  # the daemon's cache write kept them

@@ -186,7 +186,7 @@ def _notify(msg: str) -> None:
         print(f"ctx-lsp: {msg}", file=sys.stderr, flush=True)
 
 
-def via_daemon(args: argparse.Namespace, op: str, params: dict[str, Any]) -> Any:
+def via_daemon(args: argparse.Namespace, op: str, params: dict[str, Any], timeout: float | None = 600.0) -> Any:
     """Ask the workspace's daemon (per $CTX_LSP_DAEMON); raises DaemonUnavailable to work in-process."""
     from ctx_lsp.daemon import client as dc
 
@@ -202,16 +202,23 @@ def via_daemon(args: argparse.Namespace, op: str, params: dict[str, Any]) -> Any
     if started_by_git():  # a git hook's call: the daemon must not wait for the lock its git holds
         params = {**params, "git_child": True}
     try:
-        return dc.request(sock, op, params)
+        return dc.request(sock, op, params, timeout=timeout)
     except dc.DaemonUserError as exc:
         raise CliError(str(exc)) from None
 
 
-def _try_daemon(args: argparse.Namespace, op: str, params: dict[str, Any]) -> Any:
+def _daemon_running(args: argparse.Namespace) -> bool:
+    """A daemon serves this workspace (its socket exists; none is started), unless $CTX_LSP_DAEMON=off."""
+    from ctx_lsp.daemon import client as dc
+
+    return dc.policy() != "off" and dc.socket_path(Path(daemon_identity(args)["cache_dir"])).exists()
+
+
+def _try_daemon(args: argparse.Namespace, op: str, params: dict[str, Any], timeout: float | None = 600.0) -> Any:
     from ctx_lsp.daemon.client import DaemonUnavailable
 
     try:
-        return via_daemon(args, op, params)
+        return via_daemon(args, op, params, timeout)
     except DaemonUnavailable as exc:
         logging.getLogger(__name__).debug("working in-process: %s", exc)
         return None
@@ -243,6 +250,16 @@ def cmd_index(args: argparse.Namespace) -> int:
         from ctx_lsp.retrieval.dense_options import SYNC, DenseOptions
 
         dense = DenseOptions(SYNC, args.dense_model or "")
+    if getattr(args, "refine", False) and dense is None and _daemon_running(args):
+        # the running daemon refines its own graph and writes the cache: refined here, its answers
+        # would lack the jedi edges and its next cache write would drop them
+        _notify("refining in the running daemon (jedi; other calls are answered meanwhile)")
+        summary = _try_daemon(args, "refine", {}, timeout=None)
+        if summary is not None:
+            _print_index(args, summary)
+            if not progress.tty:
+                print(f"refined in the running daemon ({summary['seconds']:.2f} s)", file=sys.stderr)
+            return 0
     engine = open_engine(args, progress, dense)
     summary = summarize(engine.index, time.perf_counter() - t0)
     if getattr(args, "refine", False):
@@ -250,30 +267,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         summary["edges"] = engine.index.graph.edge_counts()  # now including the jedi edges
     if dense is not None:
         summary["dense"] = _embed(engine)
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        edges = summary["edges"]
-        print(f"{summary['root']}: {summary['files']} files, {summary['nodes']} nodes, "
-              f"{sum(edges.values())} edges in {summary['seconds']:.2f} s")
-        for kind, n in edges.items():
-            if n:
-                print(f"  {kind:<13} {n}")
-        r = summary["resolution"]
-        print(f"  call sites: {r['internal']} in the workspace, {r['external']} outside, {r['unresolved']} unresolved")
-        if "refinement" in summary:
-            j = summary["refinement"]
-            print(f"  jedi: {j['done']}/{j['total']} files, {j['sites']} open sites -> {j['internal']} in the workspace, "
-                  f"{j['external']} outside; +{j['added_edges']} edges; sample of static bindings: "
-                  f"{j['confirmed']} confirmed, {j['contradicted']} contradicted")
-        if "dense" in summary:
-            d = summary["dense"]
-            print(f"  dense: {d['vectors']} vectors ({d['embedded']} embedded now) in {d['seconds']:.2f} s, "
-                  f"model {d['model']}")
-        if summary["errors"]:
-            n, first = len(summary["errors"]), summary["errors"][0]
-            print(f"  {n} problem{'s' if n != 1 else ''} (first: {first['path']}: {first['message']}"
-                  f"{'; all: ctx-lsp index --json' if n > 1 else ''})")
+    _print_index(args, summary)
     if not progress.tty:
         report = engine.open_report
         took = f"{summary['seconds']:.2f} s"
@@ -287,6 +281,33 @@ def cmd_index(args: argparse.Namespace) -> int:
         else:
             print(f"indexed {files} in {took}", file=sys.stderr)
     return 0
+
+
+def _print_index(args: argparse.Namespace, summary: dict[str, Any]) -> None:
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return
+    edges = summary["edges"]
+    print(f"{summary['root']}: {summary['files']} files, {summary['nodes']} nodes, "
+          f"{sum(edges.values())} edges in {summary['seconds']:.2f} s")
+    for kind, n in edges.items():
+        if n:
+            print(f"  {kind:<13} {n}")
+    r = summary["resolution"]
+    print(f"  call sites: {r['internal']} in the workspace, {r['external']} outside, {r['unresolved']} unresolved")
+    if "refinement" in summary:
+        j = summary["refinement"]
+        print(f"  jedi: {j['done']}/{j['total']} files, {j['sites']} open sites -> {j['internal']} in the workspace, "
+              f"{j['external']} outside; +{j['added_edges']} edges; sample of static bindings: "
+              f"{j['confirmed']} confirmed, {j['contradicted']} contradicted")
+    if "dense" in summary:
+        d = summary["dense"]
+        print(f"  dense: {d['vectors']} vectors ({d['embedded']} embedded now) in {d['seconds']:.2f} s, "
+              f"model {d['model']}")
+    if summary["errors"]:
+        n, first = len(summary["errors"]), summary["errors"][0]
+        print(f"  {n} problem{'s' if n != 1 else ''} (first: {first['path']}: {first['message']}"
+              f"{'; all: ctx-lsp index --json' if n > 1 else ''})")
 
 
 def _refine(engine: Any) -> dict[str, Any]:

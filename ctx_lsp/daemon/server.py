@@ -129,6 +129,8 @@ class Daemon:
             return self._neighbors(params)
         if op == "mcp":
             return self._mcp(params)
+        if op == "refine":
+            return self._refine()
         raise UserError(f"unknown daemon request: {op!r}")
 
     def _wait_for_git(self) -> None:
@@ -178,6 +180,23 @@ class Daemon:
                         "also": self.engine.same_name_elsewhere(target, node_id)}
             except (TargetNotFound, ValueError) as exc:
                 raise UserError(str(exc)) from None
+
+    def _refine(self) -> Any:
+        """`ctx-lsp index --refine` while this daemon runs: jedi refines this engine's graph (the lock
+        taken per batch, so other calls are answered meanwhile) and the cache is written from it. Done
+        in another process, the refinement would reach neither this graph nor, once this daemon writes
+        the cache again, the cache."""
+        from ctx_lsp.index.refine import refine_index
+        from ctx_lsp.index.workspace import summarize
+
+        t0 = time.perf_counter()
+        with self.engine.lock:
+            self.engine.refresh()
+        refinement = refine_index(self.engine.index, lock=self.engine.lock)
+        with self.engine.lock:
+            summary = summarize(self.engine.index, time.perf_counter() - t0)
+        summary["refinement"] = refinement
+        return summary
 
     def _mcp(self, params: dict[str, Any]) -> Any:
         """One MCP tool call, run by a Bridge over this engine (the MCP process only relays it)."""
