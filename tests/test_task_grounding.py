@@ -591,3 +591,38 @@ def test_a_traceback_path_is_the_frames_generators_not_a_linked_file(engine: Eng
     assert pack["files"][0]["path"] == "shop/pricing/discounts.py"
     vias = {r["via"] for it in pack["items"] for r in it["reasons"]}
     assert "traceback" in vias and "symbol-file" not in vias
+
+
+def test_a_question_quoting_an_error_message_finds_the_code_that_raises_it(engine: Engine) -> None:
+    """Not only task text: a one-line question quoting a message looks it up among string literals."""
+    question = 'Where does the error "Discount of 5 must not exceed the order total 3." come from?'
+    pack = _ctx(engine, question)
+    assert pack["plan"].get("task") is None  # a question, not a task
+    first = pack["items"][0]
+    assert (first["path"], first["symbol"]) == ("shop/checks.py", "check_discounts")
+    assert any(r["via"] == "literal-message" for r in first["reasons"])
+
+
+def test_a_bare_traceback_has_no_title_and_its_header_matches_no_code(tmp_path: Path) -> None:
+    """A pasted traceback's first line is its header, not an issue's title: code that talks about
+    tracebacks (a debugger's renderer) gets no title match from it."""
+    from ctx_lsp.retrieval.evidence import issue_title
+
+    assert issue_title("Traceback (most recent call last):\n  File \"a.py\", line 1") == ""
+    assert issue_title(">>> f(1)\n2") == ""
+    assert issue_title("  f() fails on empty input\n\nDetails") == "f() fails on empty input"
+    e = _opened(tmp_path, {
+        "app/__init__.py": "",
+        "app/debug.py": ("def render_traceback(frames):\n"
+                         "    # Traceback (most recent call last): the most recent call is last\n"
+                         "    return ['Traceback (most recent call last):'] + [str(f) for f in frames]\n"),
+        "app/convert.py": "def to_int(value):\n    return int(value)\n",
+    })
+    tb = ("Traceback (most recent call last):\n"
+          '  File "/usr/lib/python3.12/site-packages/app/convert.py", line 2, in to_int\n'
+          "    return int(value)\n"
+          "ValueError: invalid literal for int() with base 10: 'abc'\n")
+    pack = _ctx(e, tb)
+    assert pack["files"][0]["path"] == "app/convert.py"
+    debug = [f for f in pack["files"] if f["path"] == "app/debug.py"]
+    assert not any(r["via"] == "title-bm25" for f in debug for r in f["reasons"])

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctx_lsp.index.facts import FileFacts, is_test_path, split_lines, unpack_records
 from ctx_lsp.index.model import NodeKind
-from ctx_lsp.retrieval.evidence import TaskEvidence, cap_text, extract_evidence
+from ctx_lsp.retrieval.evidence import TaskEvidence, cap_text, extract_evidence, issue_title
 from ctx_lsp.retrieval.excerpt import LineFocus
 from ctx_lsp.retrieval.expand import edges_for, expand
 from ctx_lsp.retrieval.files import (
@@ -312,7 +312,13 @@ class Retriever:
         t["sync"] = time.perf_counter()
         is_symbol = self.is_symbol if "symbols" in features else None
         plan = make_plan(query, is_symbol)
-        evidence = extract_evidence(query) if plan.task else TaskEvidence(query)
+        if plan.task:
+            evidence = extract_evidence(query)
+        else:
+            # a question keeps the messages and error codes it quotes ("where does the error "..."
+            # come from?"): they are looked up among the code's string literals, as in task text
+            found = extract_evidence(query)
+            evidence = TaskEvidence(query, messages=found.messages, codes=found.codes)
         if plan.task:
             # names in code blocks are bound by the snippet generator; mentions come from the prose
             prose = make_plan(evidence.prose, is_symbol)
@@ -451,7 +457,7 @@ class Retriever:
             extra["identifier"] = self.file_lexical.identifier_matches(q.plan.query)
             extra["path"] = self.file_lexical.path_matches(q.plan.query)
             extra["rare"] = self.file_lexical.rare_matches(q.plan.query)
-            title = q.plan.query.strip().split("\n", 1)[0]
+            title = issue_title(q.plan.query)
             if 0 < len(title) < len(q.plan.query.strip()):
                 extra["title-bm25"] = dict(self.file_lexical.search(title, top=LEXICAL_FILES))
                 extra["title-symbol"] = self._title_symbols(title, q.features)

@@ -81,6 +81,17 @@ def is_task_text(text: str) -> bool:
     return len(_SENTENCE_END.findall(t)) >= 3
 
 
+_NO_TITLE = re.compile(r"^(?:Traceback \(most recent call last\)|```|~~~|>>> |In \[\d+\]: |\$ )")
+
+
+def issue_title(text: str) -> str:
+    """The first line of task text, its title (an issue's most specific sentence), or "" when the
+    text opens with code or output instead: a pasted traceback's header says nothing of the code,
+    and matches whatever code talks of tracebacks."""
+    title = text.strip().split("\n", 1)[0]
+    return "" if _NO_TITLE.match(title) else title
+
+
 _SENTENCE_END = re.compile(r"(?<![.\w]\.)(?<!\.\.)[.!?](?=\s+[A-Z]|\s*$)")
 _FENCE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
 _TRAC = re.compile(r"\{\{\{[ \t]*\n?(?:#!([\w-]+)[^\n]*\n)?(.*?)\}\}\}", re.S)
