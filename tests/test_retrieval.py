@@ -679,3 +679,47 @@ def test_a_question_naming_a_decorator_with_at_mentions_it() -> None:
     assert "validates" not in make_plan("How does Schema.load run the declared validators?", names.__contains__).mentions
     assert "example" not in make_plan("who wrote to dev@example about Schema", names.__contains__).mentions  # an address
     assert "unknown" not in make_plan("what does @unknown do", names.__contains__).mentions  # not a workspace name
+
+
+def _many_callers(tmp_path: Path) -> Engine:
+    """`connect` has 14 callers in examples/ (a-z first by path), 3 in the package, 3 tests."""
+    from conftest import open_engine
+
+    files: dict[str, str | bytes] = {
+        "lib/db/__init__.py": "",
+        "lib/db/engine.py": "def connect(url):\n    return url\n",
+        "lib/db/config.py": "from db.engine import connect\n\n\ndef from_config(cfg):\n    return connect(cfg['url'])\n",
+        "lib/db/pool.py": "from db.engine import connect\n\n\ndef make_pool(url):\n    return [connect(url)]\n",
+        "lib/db/aio.py": "from db.engine import connect\n\n\ndef connect_async(url):\n    return connect(url)\n",
+    }
+    for i in range(14):
+        files[f"examples/demo_{i:02d}.py"] = f"from db.engine import connect\n\n\ndef main_{i}():\n    return connect('sqlite://')\n"
+    for i in range(3):
+        files[f"tests/test_connect_{i}.py"] = f"from db.engine import connect\n\n\ndef test_connect_{i}():\n    assert connect('x')\n"
+    return open_engine(tmp_path / "ws", files, tmp_path / "cache")
+
+
+def test_who_calls_a_hub_lists_the_packages_callers_before_tests_and_examples(tmp_path: Path) -> None:
+    """Past the cap per edge kind, callers were kept in path order: examples/ filled the answer and
+    the package's own callers never reached it."""
+    e = _many_callers(tmp_path)
+    items = e.context("who calls connect", 4000)["items"]
+    callers = [i["symbol"] for i in items if any(r["via"] == "CALLS<-" for r in i["reasons"])]
+    assert callers[:3] == ["connect_async", "from_config", "make_pool"]
+    assert callers[3:6] == ["test_connect_0", "test_connect_1", "test_connect_2"]
+    assert all(s.startswith("main_") for s in callers[6:])
+
+
+def test_context_at_a_line_gives_every_caller_full_weight_before_the_tests(tmp_path: Path) -> None:
+    """`--at` asks for the definition, callers, callees and tests; "definition" also follows callers
+    at a low weight and used to take their cap, so callers scored 0.9 and packed last."""
+    e = _many_callers(tmp_path)
+    pack = e.context_at("lib/db/engine.py", 1, None, 8000)
+    order = [i["symbol"] for i in pack["items"]]
+    assert order[0] == "connect"
+    package = {"connect_async", "from_config", "make_pool"}
+    tests = [k for k, s in enumerate(order) if s.startswith("test_")]
+    assert tests and max(order.index(s) for s in package) < min(tests)
+    weights = {i["symbol"]: max(r["weight"] for r in i["reasons"]) for i in pack["items"]}
+    assert all(weights[s] == weights["from_config"] for s in package)
+    assert weights["from_config"] > weights.get("main_0", 0.0)  # examples weigh by their scope

@@ -414,9 +414,11 @@ class Retriever:
         described = not q.resolved
         sources = list(dict.fromkeys(q.grounded[:8] + q.resolved[:6])) if plan.task else q.resolved[:6]
         sources = sources or self._best_symbols(cands, q.lexical, 3)
+        scope = scope_prior(self.engine.index.ws, _named_paths(q), self.engine.scope_memo) \
+            if "scope" in features else None
         if sources:
             expand(self.engine.graph, cands, sources, spec, hops=2 if plan.trigger == IMPLICIT_CONTEXT or
-                   "impact" in plan.operators or "implementations" in plan.operators else 1)
+                   "impact" in plan.operators or "implementations" in plan.operators else 1, scope=scope)
         if not ("hops" in features and described and plan.operators and plan.operators != ["definition"]):
             return [], None
         # Hop: the question described its target; the best-scoring symbol is now the resolved
@@ -433,7 +435,8 @@ class Retriever:
         if "history_tests" in features:
             history_seeds(self, plan, cands, [target])
             test_seeds(self, plan, cands, [target])
-        hopped = expand(self.engine.graph, cands, [target], spec, hops=2 if "impact" in plan.operators else 1)
+        hopped = expand(self.engine.graph, cands, [target], spec, hops=2 if "impact" in plan.operators else 1,
+                        scope=scope)
         return hopped, target
 
     def _rank_files(self, q: Query, ranked: list[Candidate]) -> tuple[list[Candidate], list[dict[str, Any]]]:
@@ -617,12 +620,13 @@ class Retriever:
         cands = Candidates()
         cands.add(node.id, "cursor", 3.0)
         spec = edges_for(plan, True)
-        expand(self.engine.graph, cands, [node.id], spec, hops=1)
+        expand(self.engine.graph, cands, [node.id], spec, hops=1, scope=self.engine._scope())
         if checkpoint:
             checkpoint()
-        # the symbol asked about leads, before its callers and tests (a test that both calls and
-        # covers it would otherwise outscore it)
-        ranked = sorted(cands.ranked(), key=lambda c: c.node_id != node.id)
+        # the symbol asked about leads, then the code around it (callers, callees), then its tests (a
+        # test that both calls and covers it would otherwise outscore the code being edited)
+        g = self.engine.graph
+        ranked = sorted(cands.ranked(), key=lambda c: (c.node_id != node.id, _is_test_node(g, c.node_id)))
         t["score"] = time.perf_counter()
         items = pack(ranked, self.engine.graph, self.source_lines, budget)
         t["pack"] = time.perf_counter()
@@ -648,6 +652,11 @@ class Retriever:
 
 def _no_prior(node_id: str) -> float:
     return 1.0
+
+
+def _is_test_node(g: Any, node_id: str) -> bool:
+    n = g.node(node_id)
+    return n is not None and n.path is not None and (n.kind == "test" or is_test_path(n.path))
 
 
 def _named_paths(q: Query) -> Callable[[str], bool]:

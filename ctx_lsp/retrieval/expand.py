@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ctx_lsp.index.facts import is_test_path
@@ -53,7 +54,12 @@ def edges_for(plan: Plan, history_tests: bool) -> list[tuple[str, str, float]]:
         spec = list(CONCEPT_EDGES)
     if not history_tests:
         spec = [s for s in spec if s[0] not in (K.COVERS.value, K.TOUCHED.value)]
-    return spec
+    # one entry per (kind, direction), at its strongest weight: two operators asking for one edge kind
+    # ("definition" and "callers" both follow CALLS in) share its cap, and the weaker one took it all
+    best: dict[tuple[str, str], float] = {}
+    for kind, direction, w in spec:
+        best[(kind, direction)] = max(w, best.get((kind, direction), w))
+    return [(kind, direction, w) for (kind, direction), w in best.items()]
 
 
 TEST_DAMPING = 0.7  # tests reached by a non-test relation: relevant, but must not crowd out the code
@@ -65,9 +71,18 @@ def _is_test(graph: CodeGraph, node_id: str) -> bool:
 
 
 def expand(graph: CodeGraph, cands: Candidates, sources: list[str], spec: list[tuple[str, str, float]],
-           hops: int = 2, decay: float = 0.45) -> list[str]:
-    """Expand from `sources` along `spec`; returns the nodes reached (each once, first reach wins)."""
+           hops: int = 2, decay: float = 0.45, scope: Callable[[str], float] | None = None) -> list[str]:
+    """Expand from `sources` along `spec`; returns the nodes reached (each once, first reach wins).
+    `scope(path)` (retrieval.files.scope_prior): past the cap per edge kind, package code is kept
+    before tests and tests before examples, docs and scripts, which weigh by their prior."""
     wants_tests = any(kind == K.COVERS.value and w >= 1.0 for kind, _, w in spec)
+
+    def place(node_id: str) -> tuple[float, bool]:
+        n = graph.node(node_id)
+        if n is None or n.path is None or scope is None:
+            return 1.0, False
+        return scope(n.path), n.kind == "test" or is_test_path(n.path)
+
     reached: list[str] = []
     frontier = [(s, cands.pool[s].score if s in cands.pool and cands.pool[s].score else _seed_weight(cands, s), 0)
                 for s in dict.fromkeys(sources)]
@@ -81,9 +96,10 @@ def expand(graph: CodeGraph, cands: Candidates, sources: list[str], spec: list[t
                 edges = graph.in_edges(node_id, (real,)) if direction == "in" else graph.out_edges(node_id, (real,))
                 if kind == IMPORTED_BY:
                     edges = [e for e in edges if e.resolver == RESOLVER_IMPORT]
-                edges.sort(key=lambda e: (e.src if direction == "in" else e.dst))
-                for e in edges:
-                    other = e.src if direction == "in" else e.dst
+                ends = sorted(e.src if direction == "in" else e.dst for e in edges)
+                if scope is not None:
+                    ends.sort(key=lambda o: (-place(o)[0], place(o)[1]))  # stable: ids order ties
+                for other in ends:
                     key = (kind, direction)
                     if per_kind.get(key, 0) >= CAP_PER_KIND:
                         break
@@ -91,7 +107,7 @@ def expand(graph: CodeGraph, cands: Candidates, sources: list[str], spec: list[t
                     if kind == K.CONTAINS.value and direction == "in":
                         continue
                     arrow = "<-" if direction == "in" else "->"
-                    weight = base * w * (decay ** depth)
+                    weight = base * w * (decay ** depth) * place(other)[0]
                     if not wants_tests and kind != K.COVERS.value and _is_test(graph, other):
                         weight *= TEST_DAMPING
                     if kind == K.CONTAINS.value and direction == "out":
