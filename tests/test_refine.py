@@ -337,3 +337,21 @@ def test_any_process_opening_a_refined_cache_has_its_jedi_edges_and_a_warm_start
     later.open()
     assert "pkg/use.py" in (later.index.loaded_update or ((), ()))[1]
     assert not any(e.src.startswith("pkg/use.py::") for e in jedi_edges(later.index))
+
+
+def test_jedi_stopping_at_the_variable_that_holds_a_callable_instance_is_no_contradiction(tmp_path: Path) -> None:
+    """`local = Local(); local("app")` runs `Local.__call__` (the static edge); jedi's goto names the
+    variable `local`, which is not a call target: no verdict, not a contradiction."""
+    root = tmp_path / "ws"
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/local.py": "class Local:\n    def __call__(self, name):\n        return name\n",
+        "pkg/utils.py": "from pkg.local import Local\n\nlocal = Local()\n\n\ndef application():\n"
+                        "    return local('application')\n",
+    }
+    index = open_files(root, files, tmp_path / "cache")
+    edges = {(e.src, e.dst) for e in index.graph.edges() if e.kind == "CALLS"}
+    assert ("pkg/utils.py::application", "pkg/local.py::Local.__call__") in edges
+    status = Refiner(index, sample_per_file=50).run()
+    assert status["sampled"] >= 1
+    assert status["contradicted"] == 0

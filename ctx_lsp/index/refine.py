@@ -417,7 +417,12 @@ class Refiner:
                 stats["confirmed"] += 1
                 stats["confirmed_alias"] += 1
                 continue
-            verdict = "contradicted" if res.targets else ("jedi_external" if res.external else "jedi_unresolved")
+            if res.targets and all(d.kind == "variable" for d in res.targets.values()):
+                # jedi stops at the variable holding the callee (`local = Local()`, then `local(x)`,
+                # which runs `Local.__call__`): a name, not a call target, so no verdict either way
+                verdict = "jedi_unresolved"
+            else:
+                verdict = "contradicted" if res.targets else ("jedi_external" if res.external else "jedi_unresolved")
             stats[verdict] += 1
             if verdict == "contradicted" and res.from_stub:
                 stats["contradicted_stub"] += 1
