@@ -705,3 +705,29 @@ def test_a_checkout_of_few_large_files_extracts_in_parallel_and_equals_scratch(t
     (root / "pkg/util.py").write_text(files["pkg/util.py"] + "\n\ndef helper_c(x):\n    return x\n", encoding="utf-8")
     index.refresh()
     assert index.workers_used.get("extract") == 1
+
+
+@pytest.mark.parametrize("target", ["pkg/a.py.bak", "ignored/a.py", "node_modules/a.py", "pkg/big2.py"])
+def test_a_rename_indexes_the_new_path_as_a_scratch_build_would(tmp_path: Path, target: str) -> None:
+    """A file moved to a name, folder or size the index does not take leaves the index (and a
+    skipped file renamed is reported under its new path only), as in a scratch build."""
+    from ctx_lsp.index.discovery import FileFilter
+
+    flt = FileFilter(max_bytes=200)
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg/__init__.py").write_text("")
+    (root / ".gitignore").write_text("ignored/\n")
+    old = "pkg/big.py" if target == "pkg/big2.py" else "pkg/a.py"
+    text = "def f():\n    return 1\n" + ("# pad\n" * 40 if old == "pkg/big.py" else "")
+    (root / old).write_text(text)
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "c1", flt=flt, workers=1)
+    index.load_or_build(save=False)
+    (root / target).parent.mkdir(parents=True, exist_ok=True)
+    (root / old).rename(root / target)
+    index.rename_file(old, target, text)
+    scratch = WorkspaceIndex(root, cache_dir=tmp_path / "c2", flt=flt, workers=1)
+    scratch.load_or_build(save=False)
+    assert sorted(index.facts) == sorted(scratch.facts) == ["pkg/__init__.py"]
+    assert index.errors() == scratch.errors()
+    assert comparable(index) == comparable(scratch)

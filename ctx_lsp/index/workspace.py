@@ -1167,21 +1167,19 @@ class WorkspaceIndex:
         return overlay if overlay is not None else (self.disk_text(rel) or "")
 
     def rename_file(self, old: str, new: str, text: str | None = None) -> int:
-        facts = self.facts.get(old)
-        if facts is None and text is None:
-            return 0
+        """A file moved from `old` to `new`: `old` leaves the index, and `new` is indexed as any file
+        there would be (`reload_file`; from `text`, its content, when given): a name or folder the
+        index does not take, or the size limit, keeps it out. Returns the number of files re-bound."""
+        for table in (self.skipped, self.overlay_text, self.state):
+            table.pop(old, None)
+        n = self.remove_file(old)
         if text is None:
-            text = self.disk_text(new)
-        changes: dict[str, FileFacts | None] = {old: None}
-        if text is not None:
-            facts, reason = _extract_guarded(new, text)
-            if facts is None:
-                self.skipped[new] = reason or "skipped"
-            else:
-                changes[new] = facts
-                data = text.encode("utf-8", "surrogatepass")
-                self.state[new] = FileState(len(data), -1, facts.digest)
-        return self._apply(changes)
+            return n + self.reload_file(new)
+        if not self.accepts(new):
+            for table in (self.skipped, self.overlay_text, self.state):
+                table.pop(new, None)
+            return n + self.remove_file(new)
+        return n + self.update_file(new, text)
 
     def refresh(self) -> list[str]:
         """Bring the index in line with the disk (files whose size or mtime changed, added, removed).
