@@ -509,3 +509,38 @@ def test_an_edit_inside_a_class_that_spans_the_file_keeps_its_other_methods(tmp_
     assert whole == [], "built from the kept methods"
     assert index.facts["pkg/test_big.py"] == extract("pkg/test_big.py", edited, _digest(edited))
     assert index.graph.has_edge("pkg/test_big.py::BigTests.test_30", "pkg/util.py::helper")
+
+
+# found by fuzzing checkouts (click's core.py after many random edits, shrunk): the class's only
+# store of `max_content_width` goes; the replayed `to_info_dict` reads it in a pending flow
+_STORES_BEFORE = 'from .formatting import HelpFormatter\ndef iter_params_for_processing(\n) -> list[Parameter]:\n    """Returns all declared parameters in the order they should be processed.\n    """\n    def sort_key(item: Parameter) -> tuple[bool, float]:\n        return not item.is_eager, idx\nclass ParameterSource(enum.IntEnum):\n    formatter_class: type[HelpFormatter] = HelpFormatter\n    def __init__(\n    ) -> None:\n        self.max_content_width = max_content_width\n    def to_info_dict(self) -> dict[str, t.Any]:\n        return self.formatter_class(\n            width=self.terminal_width, max_width=self.max_content_width\n        )\n        """Register a resource as if it were used in a ``with``\n        """\n        if rv is None:\n                kwargs[param] = self.params[param]\n        """Set the source of a parameter. This indicates the location\n        """\n    """Commands are the basic building block of command line interfaces in\n    """\n    def __init__(\n    ) -> None:\n        return {\n        }\n        """Writes all arguments into the formatter, if at least one is documented.\n        """\n        """Returns the left column of the option\'s help record: its spellings\n        """'
+
+
+def test_a_member_replayed_after_its_class_stores_another_set_is_no_moved_group(tmp_path: Path) -> None:
+    """Its flows were walked again (pending `self.x` flows hold only while the class stores x), so
+    its site group must be bound again, not kept with the old flow constraint."""
+    from ctx_lsp.index.workspace import WorkspaceIndex
+
+    files: dict[str, str | bytes] = {
+        "pkg/__init__.py": "",
+        "pkg/formatting.py": ("class HelpFormatter:\n    def __init__(self, indent_increment=2, width=None, max_width=None):\n"
+                              "        self.width = width\n        self.max_width = max_width\n"),
+        "pkg/core.py": _STORES_BEFORE,
+        "other.py": "x = 1\n",
+    }
+    root = tmp_path / "ws"
+    write_tree(root, files)
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "c1", workers=1)
+    index.load_or_build(save=False)
+    assert any(f[0] == "v" and f[1][2] == "max_content_width" for f in index.bindings["pkg/core.py"].flows)
+    after = _STORES_BEFORE.replace("        self.max_content_width = max_content_width\n", "        pass\n")
+    (root / "pkg/core.py").write_text(after)
+    old = index.facts["pkg/core.py"]
+    reused = reuse_statements(old, after, content_digest(after.encode()))
+    assert reused is not None and reused.moved is not None
+    assert "ParameterSource.to_info_dict" not in reused.moved[1]
+    index.reload_file("pkg/core.py")
+    scratch = WorkspaceIndex(root, cache_dir=tmp_path / "c2", workers=1)
+    scratch.load_or_build(save=False)
+    got, want = index.bindings["pkg/core.py"], scratch.bindings["pkg/core.py"]
+    assert (got.flows, got.groups, got.edges) == (want.flows, want.groups, want.edges)

@@ -54,10 +54,11 @@ Span = tuple[int, int, tuple[str, ...], tuple[str, ...], str, tuple[Any, ...], t
 class _Part:
     """The facts of lines [first, first + count - 1] of a file extracted on their own."""
 
-    def __init__(self, facts: FileFacts, tops: list[Span], replayed: set[str]) -> None:
+    def __init__(self, facts: FileFacts, tops: list[Span], replayed: set[str], unmoved: set[str] | None = None) -> None:
         self.facts = facts
         self.tops = tops
         self.replayed = replayed  # quals whose facts the walk copied from a replay
+        self.unmoved = unmoved or set()  # of those, the ones whose flows may differ (their class's stored set did)
 
 
 def _extract_part(path: str, is_test: bool, lines: list[str], first: int, count: int,
@@ -118,7 +119,15 @@ def _walk_part(path: str, is_test: bool, lines: list[str], first: int, count: in
         return None
     if facts.errors or walk.gave_up:
         return None
-    return _Part(facts, with_stored(visitor.statements, walk), visitor.replayed)
+    unmoved: set[str] = set()
+    if visitor.replayed and replay is not None:
+        # a replayed body's flows are its old ones only against the attributes its class stored then
+        # (pending `self.x(...)` flows are kept only if the class stores x): members of a class that
+        # stores another set now were walked for their flows, so their groups are not the old ones moved
+        before = replay.class_stored(visitor.replayed)
+        unmoved = {q for q in visitor.replayed
+                   if before.get(q.partition(".")[0]) != walk.class_stored.get(q.partition(".")[0])}
+    return _Part(facts, with_stored(visitor.statements, walk), visitor.replayed, unmoved)
 
 
 def _common_ends(a: list[str], b: list[str]) -> tuple[int, int]:

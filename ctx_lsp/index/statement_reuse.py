@@ -337,7 +337,7 @@ def reuse_statements(old: FileFacts, text: str, digest: str) -> FileFacts | None
         if part.replayed:
             assert replay is not None
             for d in pf.defs:
-                od = replay.def_of(d.qual) if d.qual in part.replayed else None
+                od = replay.def_of(d.qual) if d.qual in part.replayed and d.qual not in part.unmoved else None
                 if od is not None:
                     copied.append((d.start, d.end, d.start - od.start))
         if not tops and part.tops:
