@@ -322,3 +322,16 @@ def test_hook_prints_the_context_pack_for_a_claude_code_prompt(ws: Path, tmp_pat
     subprocess.run([*_ctx_lsp_command(), "daemon", "stop", "--root", str(ws)], capture_output=True, timeout=60,
                    env={**os.environ, "CTX_LSP_CACHE_DIR": str(tmp_path / "cache")})
     assert status.returncode == 0 and json.loads(status.stdout)["requests"] >= 1, status.stdout
+
+
+@pytest.mark.skipif(not HAVE_RETRIEVAL, reason="the retrieval engine (ctx_lsp.retrieval) is not in this tree yet")
+async def test_get_context_with_a_place_and_no_query_is_the_symbol_there_and_its_callers(ws: Path, tmp_path: Path) -> None:
+    async with mcp_session(ws, tmp_path / "cache", tmp_path / "err.log") as s:
+        res = await s.call_tool("get_context", {"path": "shop/pricing.py", "line": 9, "format": "json"})
+        bare = await s.call_tool("get_context", {"path": "shop/pricing.py", "format": "json"})
+    assert not res.is_error, text(res)
+    pack = json.loads(text(res))
+    assert pack["items"][0]["symbol"] == "apply_discount"
+    assert pack["items"][0]["reasons"][0]["via"] == "cursor"
+    assert any(r["via"] == "CALLS<-" for i in pack["items"] for r in i["reasons"])
+    assert bare.is_error and "empty query" in text(bare)  # a file alone names no symbol

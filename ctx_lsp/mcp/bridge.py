@@ -153,8 +153,8 @@ class Bridge:
     def get_context(self, query: str, budget: int, fmt: str, path: str | None = None,
                     line: int | None = None) -> tuple[str, dict[str, Any]]:
         q = query.strip()
-        if not q:
-            raise ToolFailure("empty query")
+        if not q and not (path and line is not None):
+            raise ToolFailure("empty query (give a query, or `path` and `line` for the symbol there)")
         if looks_binary(q):
             raise ToolFailure(NOT_TEXT)
         if line is not None and not path:
@@ -164,7 +164,11 @@ class Bridge:
         try:
             if rel is not None:
                 self.engine.check_place(rel, line)
-            pack = self.engine.context(q, budget, path=rel, line=line)
+            if q:
+                pack = self.engine.context(q, budget, path=rel, line=line)
+            else:  # a place and no words: the symbol there, its callers, callees and tests (`context --at`)
+                assert rel is not None and line is not None
+                pack = self.engine.context_at(rel, line, None, budget)
         except ImportError as exc:
             raise ToolFailure(f"the retrieval engine is not available in this installation ({exc})") from exc
         except (TargetNotFound, ValueError) as exc:
@@ -354,7 +358,9 @@ def build_server(bridge: Any) -> MCPServer:
 
     @app.tool()
     def get_context(
-        query: Annotated[str, Field(description="the task or question in plain words, naming symbols/files if known")],
+        query: Annotated[str, Field(description="the task or question in plain words, naming symbols/files if known; "
+                                               "empty with `path` and `line`: the symbol there, its callers, callees "
+                                               "and tests")] = "",
         budget: Annotated[int, Field(ge=1, le=200_000, description="hard token budget of the pack"), NOT_BOOL] = 4000,
         format: Annotated[Literal["markdown", "json"], Field(
             description="markdown (default, for reading) or json (the ContextPack, also as structured content)")] = "markdown",
