@@ -701,13 +701,18 @@ def _many_callers(tmp_path: Path) -> Engine:
 
 def test_who_calls_a_hub_lists_the_packages_callers_before_tests_and_examples(tmp_path: Path) -> None:
     """Past the cap per edge kind, callers were kept in path order: examples/ filled the answer and
-    the package's own callers never reached it."""
+    the package's own callers never reached it. Now package code, then tests, then examples fill the
+    cap; in the pack, callers in package code come before callers in examples at equal scores."""
     e = _many_callers(tmp_path)
     items = e.context("who calls connect", 4000)["items"]
-    callers = [i["symbol"] for i in items if any(r["via"] == "CALLS<-" for r in i["reasons"])]
-    assert callers[:3] == ["connect_async", "from_config", "make_pool"]
-    assert callers[3:6] == ["test_connect_0", "test_connect_1", "test_connect_2"]
-    assert all(s.startswith("main_") for s in callers[6:])
+    callers = [(i["symbol"], i["score"]) for i in items if any(r["via"] == "CALLS<-" for r in i["reasons"])]
+    names = [s for s, _ in callers]
+    assert {"connect_async", "from_config", "make_pool"} <= set(names)  # all of them
+    assert {s for s in names if s.startswith("test_")} == {"test_connect_0", "test_connect_1", "test_connect_2"}
+    assert len([s for s in names if s.startswith("main_")]) == 12 - 3 - 3  # the cap's rest: examples call it too
+    for k, (s, score) in enumerate(callers):  # at equal scores, package code first
+        if s.startswith("main_"):
+            assert not any(t in ("from_config", "make_pool", "connect_async") and sc == score for t, sc in callers[k:])
 
 
 def test_context_at_a_line_gives_every_caller_full_weight_before_the_tests(tmp_path: Path) -> None:
@@ -721,5 +726,6 @@ def test_context_at_a_line_gives_every_caller_full_weight_before_the_tests(tmp_p
     tests = [k for k, s in enumerate(order) if s.startswith("test_")]
     assert tests and max(order.index(s) for s in package) < min(tests)
     weights = {i["symbol"]: max(r["weight"] for r in i["reasons"]) for i in pack["items"]}
-    assert all(weights[s] == weights["from_config"] for s in package)
-    assert weights["from_config"] > weights.get("main_0", 0.0)  # examples weigh by their scope
+    assert all(weights[s] == weights["from_config"] == weights["connect"] for s in package)  # not 0.9
+    examples = [k for k, s in enumerate(order) if s.startswith("main_")]
+    assert examples and max(order.index(s) for s in package) < min(examples)  # equal scores: package first

@@ -620,13 +620,16 @@ class Retriever:
         cands = Candidates()
         cands.add(node.id, "cursor", 3.0)
         spec = edges_for(plan, True)
-        expand(self.engine.graph, cands, [node.id], spec, hops=1, scope=self.engine._scope())
+        scope = self.engine._scope()
+        expand(self.engine.graph, cands, [node.id], spec, hops=1, scope=scope)
         if checkpoint:
             checkpoint()
-        # the symbol asked about leads, then the code around it (callers, callees), then its tests (a
-        # test that both calls and covers it would otherwise outscore the code being edited)
+        # the symbol asked about leads, then the code around it (callers, callees; package code before
+        # examples and scripts at equal scores), then its tests (a test that both calls and covers it
+        # would otherwise outscore the code being edited)
         g = self.engine.graph
-        ranked = sorted(cands.ranked(), key=lambda c: (c.node_id != node.id, _is_test_node(g, c.node_id)))
+        ranked = sorted(cands.ranked(tie=lambda nid: -scope(nid.partition("::")[0])),
+                        key=lambda c: (c.node_id != node.id, _is_test_node(g, c.node_id)))
         t["score"] = time.perf_counter()
         items = pack(ranked, self.engine.graph, self.source_lines, budget)
         t["pack"] = time.perf_counter()

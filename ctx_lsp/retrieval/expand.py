@@ -74,7 +74,8 @@ def expand(graph: CodeGraph, cands: Candidates, sources: list[str], spec: list[t
            hops: int = 2, decay: float = 0.45, scope: Callable[[str], float] | None = None) -> list[str]:
     """Expand from `sources` along `spec`; returns the nodes reached (each once, first reach wins).
     `scope(path)` (retrieval.files.scope_prior): past the cap per edge kind, package code is kept
-    before tests and tests before examples, docs and scripts, which weigh by their prior."""
+    before tests and tests before examples, docs and scripts (which weigh as much once reached: an
+    example that calls a changed function must change too)."""
     wants_tests = any(kind == K.COVERS.value and w >= 1.0 for kind, _, w in spec)
 
     def place(node_id: str) -> tuple[float, bool]:
@@ -107,7 +108,7 @@ def expand(graph: CodeGraph, cands: Candidates, sources: list[str], spec: list[t
                     if kind == K.CONTAINS.value and direction == "in":
                         continue
                     arrow = "<-" if direction == "in" else "->"
-                    weight = base * w * (decay ** depth) * place(other)[0]
+                    weight = base * w * (decay ** depth)
                     if not wants_tests and kind != K.COVERS.value and _is_test(graph, other):
                         weight *= TEST_DAMPING
                     if kind == K.CONTAINS.value and direction == "out":
