@@ -195,8 +195,9 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
             container.merged.append(cand)
             continue
         if node.qualname is None and node.kind != "commit" and _only_traceback(cand) and any(
-                it.node.path == node.path and _only_traceback(it.cand, some=True) for it in items):
-            continue  # a frame's file, when the frame's function is packed: its head adds nothing
+                it.node.path == node.path and it.detail in ("full", "excerpt") and _only_traceback(it.cand, some=True)
+                for it in items):
+            continue  # a frame's file, when the frame's function is shown: its head adds nothing
         contains_chosen = any(it.node.path == node.path and node.start_line <= it.node.start_line
                               and it.node.end_line <= node.end_line for it in items)
         head = _header_tokens(node)
