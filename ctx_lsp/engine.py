@@ -282,7 +282,7 @@ class Engine:
         scopes' site groups are bound again here with every site kept, in memory only (the graph and
         the cache are unchanged). Edges only the graph has (jedi, callback flow) are kept as they are;
         past CALL_SITE_FILES files, the rest keep their first sites."""
-        from ctx_lsp.index.bind import Binder, _group_keys
+        from ctx_lsp.index.bind import Binder
 
         g = self.index.graph
         kinds = (EdgeKind.CALLS.value, EdgeKind.INSTANTIATES.value)
@@ -296,12 +296,8 @@ class Engine:
         for e in base:
             scopes.setdefault(e.path, set()).add(e.src.partition("::")[2])
         for path in sorted(p for p in scopes if p in self.index.facts)[:CALL_SITE_FILES]:
-            info = self.index.ws.info.get(path)
-            if info is None:
-                continue
-            group_of = _group_keys(info.classes)
             try:
-                edges = binder.bind_file(path, only={group_of(s) for s in scopes[path]}).edges
+                edges = binder.bind_scopes(path, scopes[path]).edges
             except Exception:  # the graph's first sites still answer
                 logging.getLogger(__name__).exception("binding %s for its call sites failed", path)
                 continue

@@ -19,7 +19,7 @@ its callback flow constraints).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -789,6 +789,12 @@ class Binder(Evaluator):
         own = name_dep(path, "")
         out.deps = {d for d in file_deps if not d.startswith(own)}
         return out
+
+    def bind_scopes(self, path: str, scopes: Iterable[str]) -> FileBinding:
+        """A partial binding of one file: the site groups of these scopes ("" module level, else a
+        qualified name) alone, for reading their call sites (never one to keep)."""
+        group_of = _group_keys(self.ws.info[path].classes)
+        return self.bind_file(path, only={group_of(s) for s in scopes})
 
     def _kept_groups(self, facts: FileFacts, classes: frozenset[str], grouped: _Grouped, prior: PriorBinding,
                      old_classes: frozenset[str]) -> dict[str, int]:
