@@ -627,26 +627,3 @@ def test_a_bare_traceback_has_no_title_and_its_header_matches_no_code(tmp_path: 
     debug = [f for f in pack["files"] if f["path"] == "app/debug.py"]
     assert not any(r["via"] == "title-bm25" for f in debug for r in f["reasons"])
 
-
-def test_a_frames_file_is_not_packed_beside_the_frames_function(tmp_path: Path) -> None:
-    """The frame's function holds the frame's lines; the file found by the same frame would show its
-    head (imports) and nothing the frame points at."""
-    imports = "".join(f"import mod{i}\n" for i in range(30))
-    body = "".join(f"\n\ndef other_{i}(x):\n    return mod{i}.run(x)\n" for i in range(20))
-    e = _opened(tmp_path, {
-        "app/__init__.py": "",
-        "app/convert.py": imports + "\n\ndef to_item(value):\n    if isinstance(value, dict):\n"
-                          "        return {k: to_item(v) for k, v in value.items()}\n"
-                          "    raise TypeError(f'Unable to convert {type(value)}')\n" + body,
-        "app/api.py": "from app.convert import to_item\n\n\ndef dumps(data):\n    return str(to_item(data))\n",
-    })
-    tb = ("dumps fails on a Decimal\n\nTraceback (most recent call last):\n"
-          '  File "/usr/lib/python3.11/site-packages/app/api.py", line 5, in dumps\n'
-          "    return str(to_item(data))\n"
-          '  File "/usr/lib/python3.11/site-packages/app/convert.py", line 35, in to_item\n'
-          "    raise TypeError(f'Unable to convert {type(value)}')\n"
-          "TypeError: Unable to convert <class 'decimal.Decimal'>\n")
-    pack = _ctx(e, tb)
-    assert any(i["symbol"] == "to_item" for i in pack["items"])
-    frame_files = [i for i in pack["items"] if i["symbol"] is None and i["path"] == "app/convert.py"]
-    assert all(any(r["via"] != "traceback" for r in i["reasons"]) for i in frame_files)

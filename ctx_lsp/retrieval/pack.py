@@ -152,12 +152,6 @@ def _long(node: Node, budget: int) -> bool:
     return (node.end_line - node.start_line + 1) * 8 > EXCERPT_SHARE * budget
 
 
-def _only_traceback(cand: Candidate, some: bool = False) -> bool:
-    """Whether every one of a candidate's reasons (`some`: any) is a traceback frame."""
-    frames = [r.via == "traceback" for r in cand.reasons]
-    return any(frames) if some else bool(frames) and all(frames)
-
-
 def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget: int,
          targets: frozenset[str] = frozenset(), focus: LineFocus | None = None,
          files: list[tuple[str, float]] | None = None,
@@ -194,10 +188,6 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
         if container is not None:
             container.merged.append(cand)
             continue
-        if node.qualname is None and node.kind != "commit" and _only_traceback(cand) and any(
-                it.node.path == node.path and it.detail in ("full", "excerpt") and _only_traceback(it.cand, some=True)
-                for it in items):
-            continue  # a frame's file, when the frame's function is shown: its head adds nothing
         contains_chosen = any(it.node.path == node.path and node.start_line <= it.node.start_line
                               and it.node.end_line <= node.end_line for it in items)
         head = _header_tokens(node)
