@@ -17,7 +17,7 @@ from ctx_lsp.index.facts import FileFacts, is_test_path, split_lines, unpack_rec
 from ctx_lsp.index.model import NodeKind
 from ctx_lsp.retrieval.evidence import TaskEvidence, cap_text, extract_evidence, issue_title
 from ctx_lsp.retrieval.excerpt import LineFocus
-from ctx_lsp.retrieval.expand import edges_for, expand
+from ctx_lsp.retrieval.expand import edges_for, expand, is_test_node
 from ctx_lsp.retrieval.files import (
     FileLexicalIndex,
     add_features,
@@ -346,7 +346,7 @@ class Retriever:
             ranked = q.cands.ranked(self.prior(plan, features))
         else:  # a question: at equal evidence package code before examples, docs and scripts
             scope = self.engine._scope()
-            ranked = q.cands.ranked(self.prior(plan, features), tie=lambda nid: -scope(nid.partition("::")[0]))
+            ranked = q.cands.ranked(self.prior(plan, features), tie=_scope_tie(scope))
         files: list[dict[str, Any]] = []
         if plan.task and "files" in features:
             ranked, files = self._rank_files(q, ranked)
@@ -628,8 +628,7 @@ class Retriever:
         # examples and scripts at equal scores), then its tests (a test that both calls and covers it
         # would otherwise outscore the code being edited)
         g = self.engine.graph
-        ranked = sorted(cands.ranked(tie=lambda nid: -scope(nid.partition("::")[0])),
-                        key=lambda c: (c.node_id != node.id, _is_test_node(g, c.node_id)))
+        ranked = sorted(cands.ranked(tie=_scope_tie(scope)), key=lambda c: (c.node_id != node.id, is_test_node(g, c.node_id)))
         t["score"] = time.perf_counter()
         items = pack(ranked, self.engine.graph, self.source_lines, budget)
         t["pack"] = time.perf_counter()
@@ -657,9 +656,9 @@ def _no_prior(node_id: str) -> float:
     return 1.0
 
 
-def _is_test_node(g: Any, node_id: str) -> bool:
-    n = g.node(node_id)
-    return n is not None and n.path is not None and (n.kind == "test" or is_test_path(n.path))
+def _scope_tie(scope: Callable[[str], float]) -> Callable[[str], float]:
+    """Candidates.ranked's tie-break: at equal scores package code before examples, docs and scripts."""
+    return lambda node_id: -scope(node_id.partition("::")[0])
 
 
 def _named_paths(q: Query) -> Callable[[str], bool]:

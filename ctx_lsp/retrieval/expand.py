@@ -65,9 +65,9 @@ def edges_for(plan: Plan, history_tests: bool) -> list[tuple[str, str, float]]:
 TEST_DAMPING = 0.7  # tests reached by a non-test relation: relevant, but must not crowd out the code
 
 
-def _is_test(graph: CodeGraph, node_id: str) -> bool:
+def is_test_node(graph: CodeGraph, node_id: str) -> bool:
     n = graph.node(node_id)
-    return n is not None and (n.kind == "test" or is_test_path(n.path))
+    return n is not None and n.path is not None and (n.kind == "test" or is_test_path(n.path))
 
 
 def expand(graph: CodeGraph, cands: Candidates, sources: list[str], spec: list[tuple[str, str, float]],
@@ -79,10 +79,12 @@ def expand(graph: CodeGraph, cands: Candidates, sources: list[str], spec: list[t
     wants_tests = any(kind == K.COVERS.value and w >= 1.0 for kind, _, w in spec)
 
     def place(node_id: str) -> tuple[float, bool]:
+        """Sort key past the cap: package code, then tests, then examples, docs and scripts."""
+        assert scope is not None
         n = graph.node(node_id)
-        if n is None or n.path is None or scope is None:
-            return 1.0, False
-        return scope(n.path), n.kind == "test" or is_test_path(n.path)
+        if n is None or n.path is None:
+            return -1.0, False
+        return -scope(n.path), is_test_node(graph, node_id)
 
     reached: list[str] = []
     frontier = [(s, cands.pool[s].score if s in cands.pool and cands.pool[s].score else _seed_weight(cands, s), 0)
@@ -98,8 +100,8 @@ def expand(graph: CodeGraph, cands: Candidates, sources: list[str], spec: list[t
                 if kind == IMPORTED_BY:
                     edges = [e for e in edges if e.resolver == RESOLVER_IMPORT]
                 ends = sorted(e.src if direction == "in" else e.dst for e in edges)
-                if scope is not None:
-                    ends.sort(key=lambda o: (-place(o)[0], place(o)[1]))  # stable: ids order ties
+                if scope is not None and len(ends) > CAP_PER_KIND:
+                    ends.sort(key=place)  # stable: ids order ties; under the cap every end is taken anyway
                 for other in ends:
                     key = (kind, direction)
                     if per_kind.get(key, 0) >= CAP_PER_KIND:
@@ -109,7 +111,7 @@ def expand(graph: CodeGraph, cands: Candidates, sources: list[str], spec: list[t
                         continue
                     arrow = "<-" if direction == "in" else "->"
                     weight = base * w * (decay ** depth)
-                    if not wants_tests and kind != K.COVERS.value and _is_test(graph, other):
+                    if not wants_tests and kind != K.COVERS.value and is_test_node(graph, other):
                         weight *= TEST_DAMPING
                     if kind == K.CONTAINS.value and direction == "out":
                         # members of a class enter at lower weight and are not expanded further
