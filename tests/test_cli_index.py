@@ -359,3 +359,22 @@ def test_index_says_whether_anything_changed_since_the_cache(tmp_path: Path) -> 
     assert re.fullmatch(r"indexed 2 files: 1 changed, 2 re-bound \([\d.]+ s\)\n", run("index", *common).stderr)
     (ws / "pkg" / "b.py").unlink()
     assert re.fullmatch(r"indexed 1 file: 1 changed, 0 re-bound \([\d.]+ s\)\n", run("index", *common).stderr)
+
+
+def test_index_tells_files_the_filters_moved_from_changes_on_disk(tmp_path: Path) -> None:
+    """Switching `--exclude` on one cache is no change on disk: the files it leaves out or lets back
+    in are counted as the filters', and a file edited meanwhile still as changed."""
+    ws, common = small_workspace(tmp_path, {"pkg/a.py": "def f():\n    return 1\n",
+                                            "examples/demo.py": "from pkg.a import f\n\nf()\n",
+                                            "examples/more.py": "x = 1\n"})
+    assert re.fullmatch(r"indexed 3 files in [\d.]+ s\n", run("index", *common).stderr)
+    out = run("index", *common, "--exclude", "examples/").stderr
+    assert re.fullmatch(r"indexed 1 file: the filters changed \(2 left out\), 0 changed on disk, 0 re-bound "
+                        r"\([\d.]+ s\)\n", out), out
+    (ws / "pkg" / "a.py").write_text("def f(x=1):\n    return x\n")
+    out = run("index", *common).stderr
+    assert re.fullmatch(r"indexed 3 files: the filters changed \(2 let in\), 1 changed on disk, 3 re-bound "
+                        r"\([\d.]+ s\)\n", out), out
+    (ws / "examples" / "more.py").unlink()  # gone from the disk: a change, not the filters'
+    out = run("index", *common).stderr
+    assert re.fullmatch(r"indexed 2 files: 1 changed, 0 re-bound \([\d.]+ s\)\n", out), out

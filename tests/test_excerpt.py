@@ -320,3 +320,75 @@ def test_a_task_places_low_ranked_candidates_only_from_its_leading_files(tmp_pat
     assert far and max(far) < FULL_RANKS
     assert max(helpers([("shop/render.py", 1.0), ("shop/helpers.py", 0.5)], True)) >= FULL_RANKS
     assert max(helpers(None, False)) >= FULL_RANKS
+
+
+def _module_with_stubs() -> list[str]:
+    lines = ["from decimal import Decimal", "from shop.money import (", "    Price,", "    round_price,", ")", ""]
+    for t in ("int", "str", "float"):  # three @overload stubs of `convert`, each naming the task's term
+        lines += ["@overload", f"def convert(value: {t}, *, price: Price = ...) -> Price: ...", ""]
+    lines += ["def convert(value, *, price=None):", "    return Price(value)", ""]
+    lines += [f"def other_{i}(x):" for i in range(30)]
+    lines += ["REGISTRY = {'price': round_price}", "def register(kind):", "    REGISTRY[kind] = kind"]
+    return lines
+
+
+def test_a_file_excerpt_leaves_out_imports_and_the_stubs_of_a_function_shown() -> None:
+    """A file's excerpt shows what the items do not: not its import block (a name the file uses) nor
+    the `@overload` stubs of a function whose implementation an item shows; its other lines that
+    hold the task's terms stay. A function's own excerpt reads its lines as before."""
+    lines = _module_with_stubs()
+    impl = lines.index("def convert(value, *, price=None):") + 1
+    focus = LineFocus({"price": 3.0})
+    got = excerpt(lines, 1, len(lines), focus, 400, head=False, taken=frozenset({impl, impl + 1}))
+    assert got is not None
+    shown = {i for a, b in got.shown for i in range(a, b + 1)}
+    registry = lines.index("REGISTRY = {'price': round_price}") + 1
+    assert registry in shown
+    stubs = {i + 1 for i, ln in enumerate(lines) if ln.startswith("def convert(value: ")}
+    assert not shown & stubs and not shown & {1, 2, 3, 4, 5}, got.text
+    # the implementation not shown: its stubs are the file's matching lines like any other
+    alone = excerpt(lines, 1, len(lines), focus, 400, head=False)
+    assert alone is not None and stubs <= {i for a, b in alone.shown for i in range(a, b + 1)}
+
+
+def test_a_file_excerpt_keeps_to_its_strong_lines() -> None:
+    """Lines of a file scoring under half its best line's score open no window: a word the file
+    happens to use (`float`) is not where the task is."""
+    lines = [f"x_{i} = {i}" for i in range(60)]
+    lines[10] = "def parse_decimal(text): return float(text)"
+    lines[40] = "def as_float(v): return float(v)"
+    focus = LineFocus({"decim": 6.0, "float": 2.0})
+    got = excerpt(lines, 1, len(lines), focus, 400, head=False)
+    assert got is not None and got.shown == [(9, 13)], got.text
+    # a function's excerpt still shows both
+    both = excerpt(["def f():"] + lines, 1, len(lines) + 1, focus, 400)
+    assert both is not None and [(10, 14), (40, 44)] == both.shown[1:], both.shown
+
+
+def test_a_file_excerpt_reads_no_term_on_many_of_its_lines() -> None:
+    """A term on more than a small share of a file's lines (`item` in items.py) tells none of them
+    apart: a file excerpt reads the others."""
+    lines = [f"value_{i} = item({i})" for i in range(300)]
+    lines[200] = "total = item(decimal_total)"
+    focus = LineFocus({"item": 5.0, "decim": 2.0})
+    got = excerpt(lines, 1, len(lines), focus, 400, head=False)
+    assert got is not None and got.shown == [(199, 203)], got.shown
+
+
+def test_line_focus_reads_no_traceback_chrome() -> None:
+    """The focus of a task with a traceback reads its function names, code lines and message, not
+    the words Python's format adds (most recent call last, file, line, site-packages, python3)."""
+    from ctx_lsp.retrieval.evidence import without_traceback_chrome
+
+    text = ("dumps fails\n```\nTraceback (most recent call last):\n"
+            '  File "repro.py", line 3, in <module>\n    tomlkit.dumps(data)\n'
+            '  File "/usr/lib/python3.11/site-packages/tomlkit/items.py", line 212, in item\n'
+            "    raise ConvertError(msg)\n    ^^^^^^^^^^^^^^^^^^^^^^^\n"
+            "tomlkit.exceptions.ConvertError: Unable to convert\n```\n"
+            "tests/test_api.py:12: in test_dump\n")
+    got = without_traceback_chrome(text)
+    for gone in ("Traceback", "most recent", "File", "line 212", "site-packages", "python3", "^^^", "<module>", "12:"):
+        assert gone not in got, gone
+    for kept in ("dumps fails", "tomlkit.dumps(data)", "  item\n", "raise ConvertError(msg)",
+                 "ConvertError: Unable to convert", "test_dump"):
+        assert kept in got, kept

@@ -273,8 +273,14 @@ def cmd_index(args: argparse.Namespace) -> int:
         took = f"{summary['seconds']:.2f} s"
         files = f"{summary['files']} file{'s' if summary['files'] != 1 else ''}"
         changed = len(engine.index.last_paths[0])  # added, edited or removed since the cache
+        moved = (report.let_in + report.left_out) if report is not None else 0
+        filters = ", ".join(f"{n} {what}" for n, what in ((report.left_out, "left out"), (report.let_in, "let in"))
+                            if n) if report is not None else ""
         if report is not None and report.warm and not changed:
             print(f"up to date: {files}, none changed ({took})", file=sys.stderr)
+        elif report is not None and report.warm and moved:
+            print(f"indexed {files}: the filters changed ({filters}), {changed - moved} changed on disk, "
+                  f"{report.rebound} re-bound ({took})", file=sys.stderr)
         elif report is not None and report.warm:
             print(f"indexed {files}: {changed} changed, {report.rebound} re-bound "
                   f"({took})", file=sys.stderr)

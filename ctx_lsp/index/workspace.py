@@ -108,6 +108,10 @@ class BuildReport:
     rebound: int = 0
     reused: int = 0  # files whose facts a checkout back to them took from WorkspaceIndex.previous
     partial: int = 0  # of `extracted`, files that kept their unchanged top-level statements' facts (statement_reuse.py)
+    # of the files that came or went since the cache: those the filters (include, exclude, size limit)
+    # the cache was written with left out and these let in, and those these leave out that it held
+    let_in: int = 0
+    left_out: int = 0
     seconds: float = 0.0
     warm: bool = False
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds per stage (see WorkspaceIndex.phases)
@@ -317,6 +321,19 @@ def _stat_changed(found: Any, held: dict[str, Any]) -> list[str]:
     return [rel for rel in found.files if rel not in found.stats or tuple(held.get(rel, ())[:2]) != found.stats[rel]]
 
 
+def _filter_key(flt: FileFilter) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+    return tuple(flt.include), tuple(flt.exclude), int(flt.max_bytes)
+
+
+def _cached_filter(value: Any) -> tuple[tuple[str, ...], tuple[str, ...], int] | None:
+    """The filters a cache was written with; None when it does not say (older caches) or is malformed."""
+    try:
+        inc, exc, most = value
+        return tuple(map(str, inc)), tuple(map(str, exc)), int(most)
+    except Exception:
+        return None
+
+
 def _cached_states(cached: dict[str, Any]) -> dict[str, FileState] | None:
     """The file states of a loaded cache (what a warm start compares with the disk), or None when
     malformed; read before the facts are decoded, so a mostly new tree need not decode them."""
@@ -484,6 +501,18 @@ class WorkspaceIndex:
         # processes the last extraction and binding ran on (1: in this process): how an update used the cores
         self.workers_used: dict[str, int] = {}
 
+    def _filter_moves(self, before: tuple[tuple[str, ...], tuple[str, ...], int],
+                      changes: dict[str, FileFacts | None], files: dict[str, str]) -> tuple[int, int]:
+        """(let in, left out): of `changes`, the files new to the index that the filters `before` left
+        out, and the files gone from it that are still on disk, now left out."""
+        old = FileFilter(*before)
+        inc, exc = old.spec(old.include), old.spec(old.exclude)
+        let_in = sum(1 for rel, f in changes.items() if f is not None and rel not in self.facts and (
+            (inc is not None and not inc.match_file(rel)) or (exc is not None and exc.match_file(rel))
+            or _file_size(files.get(rel, "")) > before[2]))
+        left_out = sum(1 for rel, f in changes.items() if f is None and (self.root / rel).is_file())
+        return let_in, left_out
+
     # -- building ----------------------------------------------------------------------------
     def load_or_build(self, progress: Progress | None = None, save: bool = True) -> BuildReport:
         """Warm start from the cache when it is valid, re-reading only files whose stat changed.
@@ -518,11 +547,13 @@ class WorkspaceIndex:
             if cached is not None and progress:
                 progress("loading cache", 0, len(found.files))
             changed: list[str] = []
+            cached_filter: tuple[tuple[str, ...], tuple[str, ...], int] | None = None
             with _timed(ph, "decode"):
                 held = _cached_states(cached) if cached is not None else None
                 if cached is not None and held is not None:
                     sections = cached.get("sections")
                     self.loaded_stamp = str(cached.get("stamp") or "")
+                    cached_filter = _cached_filter(cached.get("filter"))
                     self.loaded_sections = {k: v for k, v in sections.items() if isinstance(v, bytes)} \
                         if isinstance(sections, dict) else {}
                     self.previous.load(self.loaded_sections.pop(PREVIOUS_SECTION, None))
@@ -558,6 +589,8 @@ class WorkspaceIndex:
                 rel: f for rel, f in fresh.items() if rel not in self.facts or self.facts[rel].digest != f.digest
             }
             changes.update({rel: None for rel in self.facts if rel not in found.files})
+            if cached_filter is not None and cached_filter != _filter_key(self.filter):
+                report.let_in, report.left_out = self._filter_moves(cached_filter, changes, found.files)
             self.last_paths = (frozenset(), frozenset())
             report.rebound = self._apply(changes, progress, remember=True)
             self.loaded_update = self.last_paths if report.warm else None
@@ -1301,7 +1334,7 @@ class WorkspaceIndex:
                     log.exception("cache section %s failed", name)
             self.store.save(self.root, entries(), len(rels),
                             {"extra": self.extra_state, "flow": flow, "sections": sections,
-                             "stamp": self.writing_stamp})
+                             "stamp": self.writing_stamp, "filter": list(_filter_key(self.filter))})
             self.store.save_states(self.root, {rel: (self.state[rel].size, self.state[rel].mtime_ns,
                                                      self.state[rel].digest) for rel in rels},
                                    bool(self.previous))

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from ctx_lsp.index.facts import FileFacts, is_test_path, split_lines, unpack_records
 from ctx_lsp.index.model import NodeKind
-from ctx_lsp.retrieval.evidence import TaskEvidence, cap_text, extract_evidence, issue_title
+from ctx_lsp.retrieval.evidence import (
+    TaskEvidence,
+    cap_text,
+    extract_evidence,
+    issue_title,
+    without_traceback_chrome,
+)
 from ctx_lsp.retrieval.excerpt import LineFocus
 from ctx_lsp.retrieval.expand import edges_for, expand, is_test_node
 from ctx_lsp.retrieval.files import (
@@ -353,7 +359,8 @@ class Retriever:
         t["score"] = time.perf_counter()
         relational = bool(set(plan.operators) & _RELATIONAL)
         targets = frozenset(q.resolved + ([hop_target] if hop_target else [])) if relational else frozenset()
-        focus = LineFocus.of(plan.query, self.lexical.idf, self.lexical.df, self.lexical.n) if plan.task and "lexical" in features else None
+        focus = (LineFocus.of(without_traceback_chrome(plan.query), self.lexical.idf, self.lexical.df, self.lexical.n)
+                 if plan.task and "lexical" in features else None)
         chunks = self.lexical if plan.task and "lexical" in features else None
         symbols: list[dict[str, Any]] | None = None
         if files:  # task text: the symbol ranking leads the pack's spare budget too

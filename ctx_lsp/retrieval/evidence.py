@@ -397,6 +397,22 @@ def _bare_code(text: str, taken: list[tuple[int, int]], ev: TaskEvidence) -> Non
         i += 1
 
 
+_TB_CHROME = re.compile(
+    r"^[ \t]*(?:Traceback \(most recent call last\):|During handling of the above exception, another exception "
+    r"occurred:|The above exception was the direct cause of the following exception:|[\^~]+)[ \t]*$", re.M)
+_FRAME_LINE = re.compile(r'^([ \t]*)File "[^"\n]+", line \d+(?:, in ([^\s\n]+))?', re.M)
+_PYTEST_FRAME_LINE = re.compile(r"^[\w./\\-]+\.py:\d+: in (\w+)", re.M)
+
+
+def without_traceback_chrome(text: str) -> str:
+    """`text` with what Python's traceback format adds around the frames: the headers, carets, and each
+    frame's path and line number (its function name stays). Their words (most recent call last, file,
+    line, site-packages, python3) match code lines that have nothing to do with the task."""
+    text = _TB_CHROME.sub("", text)
+    text = _FRAME_LINE.sub(lambda m: m.group(1) + ("" if (m.group(2) or "").startswith("<") else m.group(2) or ""), text)
+    return _PYTEST_FRAME_LINE.sub(lambda m: m.group(1), text)
+
+
 def _traceback_tails(text: str) -> list[tuple[str, str]]:
     """(type, message) of the line that ends each `Traceback (most recent call last):` block: the first
     line back at the block's indentation after its frames. Any name goes there (`DoesNotExist`,
