@@ -181,6 +181,12 @@ def test_planner_treats_issue_text_as_a_task_not_a_session_question() -> None:
     session = make_plan("Earlier in this session we looked at the discount code. Which function applied the rate? "
                         "I want to see it again, with the callers of it, since it changed since then.")
     assert session.task and session.trigger == TEMPORAL_HISTORY
+    # what the reporter did is no session phrasing: the issue is read on its own
+    for said in ("I looked at `convertors.py` where the types are registered, but the check is not there.",
+                 "We looked at the settings and saw this before, last time I ran it on 5.1."):
+        reporter = make_plan("Typo in a path parameter type gives an unhelpful AssertionError.\n\n" + said +
+                             "\nThe message should name the unknown convertor.")
+        assert reporter.task and reporter.trigger != TEMPORAL_HISTORY and not reporter.temporal, said
     short = make_plan("what did we look at before")
     assert not short.task and short.trigger == TEMPORAL_HISTORY  # short questions keep their behaviour
     nameless = make_plan('Who calls the function under src/pkg/ that takes three parameters and returns Response, '

@@ -53,9 +53,9 @@ _NAMED_KIND = re.compile(r"\b(of\s+)?(the|a|an)\s+(\w+)\s+(function|method|class
 _KIND_HINT = {"function": "function", "method": "method", "class": "class", "helper": "function", "decorator": "function"}
 _NAMED_TARGET = re.compile(r"\b(?:calls?|callers of|uses?|overrides?|subclasses of|implements|instantiates|tests? for|changes to)\s+(\w+)\b")
 _DECLARED = re.compile(r"\b(?:function|method|class|def)\s+(\w+)\b")
-_SESSION = re.compile(
-    r"\b(?:we (?:looked|saw|discussed|talked|were)|i (?:asked|looked|was looking)|earlier in (?:this|the) (?:session|chat|conversation)|"
-    r"last time (?:we|i)|just (?:looked|saw|opened|edited)|recently (?:opened|edited|viewed)|a moment ago)\b")
+# task text asks memory only where it names the session itself: in a pasted issue "I looked at
+# convertors.py", "we saw this before" and "last time I ran it" are what the reporter did
+_SESSION = re.compile(r"\b(?:earlier |before |)in (?:this|the|our) (?:session|chat|conversation)\b")
 
 _QUOTED = re.compile(r"`([^`]+)`|\"([^\"]+)\"|'([^']+)'")
 _PATH = re.compile(r"(?<![\w/.])((?:[\w.-]+/)+[\w.-]+\.py|[\w-]+\.py)\b")
@@ -208,7 +208,7 @@ def make_plan(query: str, is_symbol: Callable[[str], bool] | None = None) -> Pla
             add(name)
 
     # Task text (a pasted issue) is about code, and says "before", "previously", "again" of versions:
-    # only session phrasing asks memory; and its many words would match every operator's pattern.
+    # only naming the session asks memory; and its many words would match every operator's pattern.
     operators = [] if task else [op for op, pat in _RULES if pat.search(low)]
     temporal = bool(_SESSION.search(low)) if task else bool(_TEMPORAL.search(low))
     instruction = not task and bool(_INSTRUCTION.match(text))
