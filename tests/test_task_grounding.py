@@ -633,3 +633,18 @@ def test_a_bare_traceback_has_no_title_and_its_header_matches_no_code(tmp_path: 
     debug = [f for f in pack["files"] if f["path"] == "app/debug.py"]
     assert not any(r["via"] == "title-bm25" for f in debug for r in f["reasons"])
 
+
+
+def test_a_message_quoted_as_inline_code_ends_with_it_and_values_inside_messages_are_no_keys() -> None:
+    """`AssertionError: Unknown path convertor 'itn'` followed by prose: the message is what the
+    backticks hold, not the rest of the sentence. A value quoted inside a message (`'utf-8' codec
+    can't decode`) is part of it, not an option or setting name to look up."""
+    from ctx_lsp.retrieval.task_generators import _keys
+
+    ev = extract_evidence("Route fails on typo\n\nIt fails with `AssertionError: Unknown path convertor 'itn'`. "
+                          "The app is then broken and it does not exist anymore.")
+    assert [m for _, m in ev.exceptions] == ["Unknown path convertor 'itn"]
+    assert not any("does not exist" in m for m in ev.messages)
+    ev = extract_evidence('Connection fails with "Error reading banner\'utf-8\' codec can\'t decode byte 0xff"\n\n'
+                          "Pass `--ignore-paths` or set 'unused-import' to skip it.")
+    assert _keys(ev) == ["--ignore-paths", "unused-import"]

@@ -451,7 +451,10 @@ def _tracebacks(text: str, ev: TaskEvidence) -> None:
     for m in _EXC_INLINE.finditer(text):
         if m.group(1) in named:
             continue
-        msg = m.group(2).strip().rstrip("')\"").strip()
+        msg = m.group(2)
+        if m.start(1) > 0 and text[m.start(1) - 1] == "`":
+            msg = msg.split("`", 1)[0]  # quoted as inline code: the message ends with it
+        msg = msg.strip().rstrip("')\"").strip()
         key = (m.group(1), msg)
         if key not in seen:
             seen.add(key)

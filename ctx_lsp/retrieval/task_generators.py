@@ -103,6 +103,8 @@ def _keys(ev: TaskEvidence) -> list[str]:
     """Option, setting and message names the task quotes (`--ignore-paths`, `unused-import`)."""
     out: list[str] = []
     for q in ev.quoted:
+        if any(q in msg for msg in ev.messages):
+            continue  # a message, or quoted inside one (`'utf-8' codec can't decode`): a value, not a name
         for part in re.findall(r"-{0,2}[a-z][a-z0-9]*(?:[-_][a-z0-9]+)+", q.split("=", 1)[0]):
             if part not in out:
                 out.append(part)
