@@ -333,36 +333,39 @@ def _module_with_stubs() -> list[str]:
 
 
 def test_a_file_excerpt_leaves_out_imports_and_the_stubs_of_a_function_shown() -> None:
-    """A file's excerpt shows what the items do not: not its import block (a name the file uses) nor
-    the `@overload` stubs of a function whose implementation an item shows; its other lines that
-    hold the task's terms stay. A function's own excerpt reads its lines as before."""
+    """A file's excerpt shows what the items do not: not the `@overload` stubs of a function whose
+    implementation an item shows, nor (in the first pass, `strong`) its import block, whose lines
+    count as little as comments; its other lines that hold the task's terms stay."""
     lines = _module_with_stubs()
     impl = lines.index("def convert(value, *, price=None):") + 1
     focus = LineFocus({"price": 3.0})
-    got = excerpt(lines, 1, len(lines), focus, 400, head=False, taken=frozenset({impl, impl + 1}))
+    got = excerpt(lines, 1, len(lines), focus, 400, head=False, taken=frozenset({impl, impl + 1}), strong=True)
     assert got is not None
     shown = {i for a, b in got.shown for i in range(a, b + 1)}
     registry = lines.index("REGISTRY = {'price': round_price}") + 1
     assert registry in shown
     stubs = {i + 1 for i, ln in enumerate(lines) if ln.startswith("def convert(value: ")}
     assert not shown & stubs and not shown & {1, 2, 3, 4, 5}, got.text
+    # an import line counts as little as a comment: shown when nothing else of the file matches
+    imports = excerpt(lines[:6], 1, 6, focus, 400, head=False)
+    assert imports is not None and imports.shown == [(1, 6)]
     # the implementation not shown: its stubs are the file's matching lines like any other
-    alone = excerpt(lines, 1, len(lines), focus, 400, head=False)
+    alone = excerpt(lines, 1, len(lines), focus, 400, head=False, strong=True)
     assert alone is not None and stubs <= {i for a, b in alone.shown for i in range(a, b + 1)}
 
 
-def test_a_file_excerpt_keeps_to_its_strong_lines() -> None:
-    """Lines of a file scoring under half its best line's score open no window: a word the file
-    happens to use (`float`) is not where the task is."""
+def test_a_strong_excerpt_keeps_to_its_strong_lines() -> None:
+    """A `strong` excerpt (a file's, in the pack's first pass) opens no window around a line scoring
+    under half its best line's: a word the file happens to use (`float`) is not where the task is.
+    The budget left later shows them (the plain excerpt)."""
     lines = [f"x_{i} = {i}" for i in range(60)]
     lines[10] = "def parse_decimal(text): return float(text)"
     lines[40] = "def as_float(v): return float(v)"
     focus = LineFocus({"decim": 6.0, "float": 2.0})
-    got = excerpt(lines, 1, len(lines), focus, 400, head=False)
+    got = excerpt(lines, 1, len(lines), focus, 400, head=False, strong=True)
     assert got is not None and got.shown == [(9, 13)], got.text
-    # a function's excerpt still shows both
-    both = excerpt(["def f():"] + lines, 1, len(lines) + 1, focus, 400)
-    assert both is not None and [(10, 14), (40, 44)] == both.shown[1:], both.shown
+    both = excerpt(lines, 1, len(lines), focus, 400, head=False)
+    assert both is not None and both.shown == [(9, 13), (39, 43)], both.shown
 
 
 def test_a_file_excerpt_reads_no_term_on_many_of_its_lines() -> None:

@@ -729,3 +729,27 @@ def test_context_at_a_line_gives_every_caller_full_weight_before_the_tests(tmp_p
     assert all(weights[s] == weights["from_config"] == weights["connect"] for s in package)  # not 0.9
     examples = [k for k, s in enumerate(order) if s.startswith("main_")]
     assert examples and max(order.index(s) for s in package) < min(examples)  # equal scores: package first
+
+
+def test_two_prose_words_reach_the_identifier_that_joins_them(tmp_path: Path) -> None:
+    """Prose spells as two words what code names as one ("file name" -> `secure_filename`,
+    "time stamp" -> `timestamp`); function words never join ("from the"), and a join no code uses
+    changes nothing."""
+    from conftest import open_engine
+
+    from ctx_lsp.retrieval.text import compounds, query_terms, terms
+
+    assert compounds("strip it from the uploaded file name; the time stamp, a call back") == [
+        "uploadedfil", "filenam", "timestamp", "callback"]
+    assert compounds("set up into the file_name") == []  # short joins, function words, identifiers
+    assert query_terms("the file name")[: len(terms("the file name"))] == terms("the file name")
+    files = {
+        "web/utils.py": "def secure_filename(raw):\n    return raw.replace('/', '_')\n",
+        "web/paths.py": "def strip_separators(path):\n    return path.strip('/')\n\n\ndef join(a, b):\n    return a + b\n",
+        "web/names.py": "def display_name(user):\n    return user.name\n",
+    }
+    e = open_engine(tmp_path / "ws", files, tmp_path / "cache")
+    pack = e.context("the uploaded file name is not what we expect")
+    assert pack["items"][0]["symbol"] == "secure_filename", [(i["path"], i["symbol"]) for i in pack["items"]]
+
+

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ctx_lsp.retrieval.text import identifiers, terms
+from ctx_lsp.retrieval.text import identifiers, query_terms, terms
 from ctx_lsp.retrieval.tokens import count_tokens
 
 CONTEXT = 2  # lines shown on each side of a line that matches the task
@@ -21,8 +21,8 @@ HEAD_LINES = 8  # a def/class header split over more lines than this is cut
 MAX_WINDOWS = 40  # best-matching lines tried per excerpt
 GAP_TOKENS = 10  # a gap marker's tokens, for the estimate
 PROSE_WEIGHT = 0.3  # a docstring or comment line's share of its score
-IMPORT_WEIGHT = 0.0  # a file's import line: it says the file uses a name, not where the task is
-FILE_LINE_SHARE = 0.5  # a file excerpt's lines score at least this share of its best line
+IMPORT_WEIGHT = 0.3  # a file's import line: it says the file uses a name, seldom where the task is
+STRONG_SHARE = 0.5  # `strong` excerpts: lines scoring at least this share of the best line
 COMMON_LINES = 0.03  # a file excerpt reads no term on more than this share of the file's lines
 MIN_COMMON_LINES = 8  # ... or on more lines than this, in a small file
 COMMON_SHARE = 0.1  # terms in more of the workspace's chunks than this (self, return, value) say little about a line
@@ -41,7 +41,7 @@ class LineFocus:
     def of(cls, query: str, idf: Callable[[str], float], df: Callable[[str], int], chunks: int) -> LineFocus:
         """`idf`: a term's weight; `df`: how many of the workspace's `chunks` hold it."""
         most = max(2.0, COMMON_SHARE * chunks)
-        return cls({t: idf(t) for t in set(terms(query)) if 0 < df(t) <= most})
+        return cls({t: idf(t) for t in set(query_terms(query)) if 0 < df(t) <= most})
 
     def found(self, line: str) -> frozenset[str]:
         """The task's weighted terms in the line."""
@@ -84,10 +84,11 @@ class Excerpt:
 
 
 def excerpt(lines: list[str], start: int, end: int, focus: LineFocus, max_tokens: int,
-            head: bool = True, taken: frozenset[int] = frozenset()) -> Excerpt | None:
+            head: bool = True, taken: frozenset[int] = frozenset(), strong: bool = False) -> Excerpt | None:
     """Lines start..end (1-based, inclusive) cut down to at most `max_tokens`: the header (`head`),
-    then windows around the best-matching lines, leaving out `taken` (lines other items show).
-    None when no line matches or nothing fits beside the header."""
+    then windows around the best-matching lines (`strong`: only those scoring at least STRONG_SHARE
+    of the best), leaving out `taken` (lines other items show). None when no line matches or
+    nothing fits beside the header."""
     end = min(end, len(lines))
     if end < start:
         return None
@@ -107,8 +108,8 @@ def excerpt(lines: list[str], start: int, end: int, focus: LineFocus, max_tokens
                     key=lambda si: (-si[0], si[1]))
     if not scored:
         return None
-    if not head:  # a file's excerpt: only its strong lines; a weak one is a word the file happens to use
-        scored = [si for si in scored if si[0] >= FILE_LINE_SHARE * scored[0][0]]
+    if strong:
+        scored = [si for si in scored if si[0] >= STRONG_SHARE * scored[0][0]]
     shown: set[int] = set(range(start, body_from))
     cost: dict[int, int] = {}
 

@@ -22,7 +22,7 @@ from ctx_lsp.index.modules import Workspace
 from ctx_lsp.retrieval.lexical import EPSILON, K1, B, top_hits
 from ctx_lsp.retrieval.postings import Postings
 from ctx_lsp.retrieval.score import Candidate
-from ctx_lsp.retrieval.text import split_identifier, stem, terms
+from ctx_lsp.retrieval.text import query_terms, split_identifier, stem
 
 PERIPHERAL = 0.5  # prior of code outside the importable packages
 VENDORED = 0.6
@@ -102,7 +102,7 @@ class FileLexicalIndex:
         return self._norm
 
     def search(self, query: str, keep: Callable[[str], bool] | None = None, top: int = 50) -> list[tuple[str, float]]:
-        q = Counter(terms(query))
+        q = Counter(query_terms(query))
         n = len(self.length)
         if not q or not n:
             return []
@@ -144,7 +144,7 @@ class FileLexicalIndex:
         holder getting 1/df. BM25 adds such a word to every common word of the task, and on a long
         issue the common words outweigh it."""
         scores: dict[str, float] = {}
-        for t in sorted(set(terms(query))):
+        for t in sorted(set(query_terms(query))):
             if len(t) < RARE_MIN_CHARS:
                 continue
             holders = self.postings.get(t)
@@ -158,7 +158,7 @@ class FileLexicalIndex:
     def path_matches(self, query: str, keep: Callable[[str], bool] | None = None) -> dict[str, float]:
         """Files whose path words the task uses (`autodetector` for django/db/migrations/autodetector.py),
         each word weighted by its rarity over paths; file-name words count fully, folders half."""
-        q = set(terms(query))
+        q = set(query_terms(query))
         n = len(self.path_terms) or 1
         scores: dict[str, float] = {}
         for w in sorted(q):

@@ -20,7 +20,7 @@ from typing import Any
 from ctx_lsp.index.chunk_terms import chunk_term_counts, unpack_chunk_terms
 from ctx_lsp.index.facts import FileFacts, packed_values, unpack_records
 from ctx_lsp.retrieval.postings import DEAD, Postings, ints_from_bytes, ints_to_bytes
-from ctx_lsp.retrieval.text import terms
+from ctx_lsp.retrieval.text import query_terms
 
 K1 = 1.5
 B = 0.75
@@ -147,7 +147,7 @@ class LexicalIndex:
 
     def search(self, query: str, top: int = 20, skip_common: float = 0.2) -> list[tuple[str, float]]:
         """Top chunks for a query: (node id, score), best first; ties broken by node id."""
-        q = [t for t in terms(query)]
+        q = query_terms(query)
         if not q or not self.n:
             return []
         n = self.n
@@ -190,7 +190,7 @@ class LexicalIndex:
         chunks = self._file_chunks(path)
         if not chunks:
             return {}
-        q = Counter(terms(query))
+        q = Counter(query_terms(query))
         total = self.n
         avgdl = self.total_len / total if total else 1.0
         idf = {t: self.idf(t) for t in q}

@@ -130,11 +130,14 @@ def _taken(items: list[Item], path: str, but: Item | None = None) -> frozenset[i
 
 
 def _excerpt_of(node: Node, lines: list[str], focus: LineFocus, max_tokens: int,
-                taken: frozenset[int]) -> Excerpt | None:
+                taken: frozenset[int], strong: bool = False) -> Excerpt | None:
+    """`strong`: a module shows only its strongest lines (the pack's first pass: a weak line is a word
+    the file happens to use, and the symbols still to be placed say more)."""
     if node.kind == "commit" or max_tokens <= 0:
         return None
     if node.qualname is None:  # a module: its matching stretches, no header
-        return excerpt(lines, node.start_line, node.end_line, focus, max_tokens, head=False, taken=taken)
+        return excerpt(lines, node.start_line, node.end_line, focus, max_tokens, head=False, taken=taken,
+                       strong=strong)
     if node.kind not in ("function", "method", "test"):
         return None
     return excerpt(lines, node.start_line, node.end_line, focus, max_tokens, taken=taken)
@@ -224,7 +227,7 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
                 cap = min(remaining, int(EXCERPT_SHARE * budget))
                 if items and used + head + cap > FULL_SHARE * room:
                     cap = int(FULL_SHARE * room) - used - head
-                got = _excerpt_of(node, source(node.path), focus, cap, _taken(items, node.path))
+                got = _excerpt_of(node, source(node.path), focus, cap, _taken(items, node.path), strong=True)
                 if got is None:
                     continue
                 text, cost = got.text, count_tokens(got.text)

@@ -22,6 +22,11 @@ via per within without up down out off again further once both either neither no
 code function functions method methods class classes file files module modules use uses used using make makes
 let please want need needs named called call calls""".split())
 
+# the stopwords that are words of code too ("file name", "call back", "class name" join into identifiers)
+_CODE_WORDS = frozenset("""find show give get tell list code function functions method methods class classes file
+files module modules use uses used using make makes let want need needs named called call calls""".split())
+_FUNCTION_WORDS = STOPWORDS - _CODE_WORDS
+
 _STEMMERS = threading.local()  # a stemmer keeps its word in the object: one per thread
 
 
@@ -88,6 +93,34 @@ def terms(text: str, keep_stopwords: bool = False) -> list[str]:
     out: list[str] = []
     for ident in _WORD.findall(text):
         out.extend(_ident_terms(ident, keep_stopwords))
+    return out
+
+
+# two words of prose side by side ("file name", "time stamp", "call back"), each a whole word of 3+ letters
+_WORD_PAIR = re.compile(r"(?<![\w.])([A-Za-z]{3,})(?=[ \t]+([A-Za-z]{3,})(?![\w.]))")
+MIN_COMPOUND = 6  # shorter joins ("setup", "into") are words of their own
+
+
+def compounds(text: str) -> list[str]:
+    """Stems of two adjacent prose words written as one, each once ("file name" -> "filenam"): code
+    names as one identifier (`secure_filename`, `timestamp`, `callback`) what prose spells as two.
+    A join no code uses has no postings and so no effect."""
+    out: list[str] = []
+    for m in _WORD_PAIR.finditer(text):
+        a, b = m.group(1).lower(), m.group(2).lower()
+        joined = a + b
+        if a in _FUNCTION_WORDS or b in _FUNCTION_WORDS or len(joined) < MIN_COMPOUND:
+            continue
+        if (t := stem(joined)) not in out:
+            out.append(t)
+    return out
+
+
+def query_terms(text: str) -> list[str]:
+    """The terms a query searches for: `terms`, then its `compounds` that are not terms already."""
+    out = terms(text)
+    have = set(out)
+    out.extend(t for t in compounds(text) if t not in have)
     return out
 
 
