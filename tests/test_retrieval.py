@@ -753,3 +753,24 @@ def test_two_prose_words_reach_the_identifier_that_joins_them(tmp_path: Path) ->
     assert pack["items"][0]["symbol"] == "secure_filename", [(i["path"], i["symbol"]) for i in pack["items"]]
 
 
+
+def test_a_bare_name_is_not_a_def_local_to_a_test_where_package_code_defines_it(tmp_path: Path) -> None:
+    """"who calls echo": `echo` is the package's function, not a helper a test defines in its body
+    (in click such a helper's few lines matched the question's words better and led the pack); a
+    qualified name still reaches the helper."""
+    from conftest import open_engine
+
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/out.py": "def echo(message, err=False):\n    '''Print a message.'''\n    print(message)\n",
+        "pkg/cli.py": "from pkg.out import echo\n\n\ndef main():\n    echo('hello')\n",
+        "tests/test_prompt.py": "def test_prompts_eof():\n    def echo():\n        pass\n\n    echo()\n",
+    }
+    e = open_engine(tmp_path / "ws", files, tmp_path / "cache")
+    items = e.context("who calls echo")["items"]
+    assert (items[0]["path"], items[0]["symbol"]) == ("pkg/out.py", "echo")
+    assert ("pkg/cli.py", "main") in [(i["path"], i["symbol"]) for i in items]
+    local = [(i["symbol"], r["via"]) for i in items if i["path"].startswith("tests/") for r in i["reasons"]]
+    assert not [x for x in local if x[1] in ("symbol-exact", "CALLS<-")], local  # neither the helper nor its caller
+    qualified = e.context("who calls test_prompts_eof.echo")["items"]
+    assert (qualified[0]["path"], qualified[0]["symbol"]) == ("tests/test_prompt.py", "test_prompts_eof.echo")

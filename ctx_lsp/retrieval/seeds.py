@@ -14,6 +14,8 @@ from ctx_lsp.retrieval.score import Candidates
 from ctx_lsp.retrieval.text import STOPWORDS, stem, terms
 
 if TYPE_CHECKING:
+    from ctx_lsp.index.graph import CodeGraph
+    from ctx_lsp.index.model import Node
     from ctx_lsp.retrieval.engine import Retriever
 
 W_EXACT = 3.0
@@ -58,6 +60,10 @@ def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
                 continue
         found = engine.find_symbols(m)
         exact = [n for n in found if n.name == m.split(".")[-1]]
+        if len(exact) > 1 and "." not in m:
+            # a bare name: not a def local to a function body (a test's `echo` helper) where code
+            # outside one defines it (`click.echo`)
+            exact = [n for n in exact if not in_function_body(g, n)] or exact
         if len(exact) > 1 and (recent or subject is not None):
             # a name several symbols share: the one the session is about first (what the last
             # question named, then what is open or was just shown)
@@ -86,6 +92,13 @@ def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
                 cands.add(n.id, "symbol-fuzzy", W_FUZZY)
                 resolved.append(n.id)
     return resolved
+
+
+def in_function_body(g: CodeGraph, n: Node) -> bool:
+    """Whether `n` is defined inside a function, method or test (a closure, a test's local helper)."""
+    parent = n.qualname.rpartition(".")[0] if n.qualname else ""
+    outer = g.node(f"{n.path}::{parent}") if parent else None
+    return outer is not None and outer.kind in ("function", "method", "test")
 
 
 W_SOFT = 2.2
