@@ -792,3 +792,29 @@ def test_importers_of_a_symbol_are_the_imports_of_its_name(tmp_path: Path) -> No
     assert got == {("pkg/__init__.py", "pkg/__init__.py", 2), ("views.py", "views.py", 3)}, got
     whole = {r["node"].id for r in e.related("pkg/helpers.py", "importers")}
     assert "pkg/app.py" in whole  # a file's importers are still every file importing it
+
+
+def test_a_follow_up_after_task_text_is_about_what_its_pack_led_with(tmp_path: Path) -> None:
+    """Paste an issue, then ask "its tests": the tests of what the issue's pack led with, not of a
+    name the issue mentioned on the way (an example's `index` view)."""
+    from conftest import open_engine
+
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/helpers.py": ("class BuildError(Exception):\n    pass\n\n\ndef url_for(endpoint):\n"
+                           "    if '.' in endpoint:\n        raise BuildError(endpoint)\n    return '/' + endpoint\n"),
+        "examples/app.py": "from pkg.helpers import url_for\n\n\ndef index():\n    return url_for('api.index')\n",
+        "tests/test_helpers.py": "from pkg.helpers import url_for\n\n\ndef test_url_for():\n    assert url_for('a') == '/a'\n",
+    }
+    e = open_engine(tmp_path / "ws", files, tmp_path / "cache")
+    task = ("Link building fails for a blueprint endpoint\n\nCalling it from my `index` view with `api.index`:\n\n"
+            "```python\nfrom pkg.helpers import url_for\nurl_for('api.index')\n```\n\n```\n"
+            "Traceback (most recent call last):\n  File \"app.py\", line 2, in <module>\n"
+            "  File \"/venv/lib/python3.11/site-packages/pkg/helpers.py\", line 7, in url_for\n"
+            "    raise BuildError(endpoint)\npkg.helpers.BuildError: api.index\n```\n")
+    lead = e.context(task)["items"][0]
+    assert (lead["path"], lead["symbol"]) == ("pkg/helpers.py", "url_for")
+    follow = e.context("its tests")["items"]
+    subject = [(i["path"], i["symbol"]) for i in follow if any(r["via"] == "follow-up" for r in i["reasons"])]
+    assert subject == [("pkg/helpers.py", "url_for")], subject
+    assert (follow[0]["path"], follow[0]["symbol"]) == ("tests/test_helpers.py", "test_url_for")

@@ -406,7 +406,9 @@ class Retriever:
             result["notes"] = [f"no symbol, module or file named {m} is indexed; the items are the closest "
                                "matches by text" for m in unknown]
         if record and "memory" in features and out_items:  # an empty answer is nothing looked at
-            self.episodic.record(query, plan.trigger, out_items, targets=q.resolved[:3] if plan.operators else None)
+            # task text is about what its pack leads with; the names it mentions on the way are no targets
+            self.episodic.record(query, plan.trigger, out_items,
+                                 targets=q.resolved[:3] if plan.operators and not plan.task else None)
             for it in out_items[:3]:
                 key = f"{it['path']}::{it['symbol']}" if it["symbol"] else it["path"]
                 self.working.touch(key)
