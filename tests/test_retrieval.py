@@ -818,3 +818,36 @@ def test_a_follow_up_after_task_text_is_about_what_its_pack_led_with(tmp_path: P
     subject = [(i["path"], i["symbol"]) for i in follow if any(r["via"] == "follow-up" for r in i["reasons"])]
     assert subject == [("pkg/helpers.py", "url_for")], subject
     assert (follow[0]["path"], follow[0]["symbol"]) == ("tests/test_helpers.py", "test_url_for")
+
+
+
+def test_an_open_file_adds_its_item_and_changes_no_other(tmp_path: Path) -> None:
+    """Working memory (a file open in the editor) adds its own item to a question's pack; the other
+    items are those of a one-shot run, detail included (the open file's item took a rank, and the
+    caller after it lost its full text)."""
+    from conftest import open_engine
+
+    callees = "\n\n".join(f"def step_{i}(x):\n    '''Step {i}.'''\n    return x + {i}\n" for i in range(6))
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/steps.py": callees,
+        "pkg/flow.py": ("from pkg.steps import " + ", ".join(f"step_{i}" for i in range(6)) + "\n\n\n"
+                        "def run(x):\n" + "".join(f"    x = step_{i}(x)\n" for i in range(6)) + "    return x\n"),
+        "pkg/app.py": "from pkg.flow import run\n\n\n" + "\n\n".join(f"def entry_{i}(x):\n    return run(x)\n"
+                                                                     for i in range(3)),
+    }
+    e = open_engine(tmp_path / "ws", files, tmp_path / "cache")
+    line = files["pkg/flow.py"].splitlines().index("def run(x):") + 1
+
+    def pack() -> tuple[list[tuple[str, str | None, str]], int]:
+        got = e.context("what does this do", path="pkg/flow.py", line=line, record=False)["items"]
+        rest = [(i["path"], i["symbol"], i["detail"]) for i in got
+                if not all(r["via"] == "working-memory" for r in i["reasons"])]
+        return rest, len(got) - len(rest)
+
+    alone, none = pack()
+    assert none == 0 and ("pkg/app.py", "entry_0", "full") in alone
+    e.note_open("pkg/steps.py")
+    e.note_open("pkg/flow.py")
+    nudged, added = pack()
+    assert added > 0 and nudged == alone

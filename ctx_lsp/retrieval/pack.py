@@ -177,9 +177,15 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
     # task, a method named like a snippet's call) is a signature the reader skips: its tokens go to
     # the leading files instead
     near = {p for p, _ in (files or [])[:TASK_FILES]} if focus is not None and files else None
-    for rank, cand in enumerate(ranked[: MAX_ITEMS * 2]):
+    nudged = 0  # candidates before this one that only working memory brought (an editor's open file)
+    for pos, cand in enumerate(ranked[: MAX_ITEMS * 2]):
         if cand.score < CUT_RATIO * top or len(items) >= MAX_ITEMS:
             break
+        # working memory adds its items and takes no one's rank: a session's answer differs from a
+        # one-shot run's by those items only, not by an item cut to a signature for them
+        rank = pos - nudged
+        if cand.reasons and all(r.via == "working-memory" for r in cand.reasons):
+            nudged += 1
         node = graph.node(cand.node_id)
         if node is None:
             continue
