@@ -851,3 +851,18 @@ def test_an_open_file_adds_its_item_and_changes_no_other(tmp_path: Path) -> None
     e.note_open("pkg/flow.py")
     nudged, added = pack()
     assert added > 0 and nudged == alone
+
+
+def test_a_relation_the_index_has_none_of_is_said(tmp_path: Path) -> None:
+    """"who calls X" where nothing calls X: the pack's notes say the relation is empty, so the items
+    (X and text near the question) are not read as callers; a relation with members gets no note."""
+    from conftest import open_engine
+
+    files = {"pkg/__init__.py": "",
+             "pkg/d.py": ("class Multi:\n    def sortedvalues(self):\n        return sorted(self.values())\n\n"
+                          "    def values(self):\n        return []\n")}
+    e = open_engine(tmp_path / "ws", files, tmp_path / "cache")
+    empty = e.context("who calls Multi.sortedvalues")
+    assert empty["notes"] == ["the index has no callers of Multi.sortedvalues (pkg/d.py; static analysis: "
+                              "calls made dynamically are not seen)"]
+    assert "notes" not in e.context("who calls Multi.values")

@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 TEST_PRIOR = 0.6
 # operators whose answer is other code than the named target
 _FUNCTION_KINDS = frozenset({"function", "method", "test"})  # a def inside one of these is local to it
+_ANSWERED_RELATIONS = ("callers", "callees", "implementations", "references", "importers")
 _RELATIONAL = {"callers", "implementations", "references", "importers", "instantiations", "tests", "history"}
 # the generators' names, and the stages that can be switched off: edges (typed expansion), hops, scope
 # (the scope prior of files), files (the fused file ranking of task text)
@@ -402,9 +403,12 @@ class Retriever:
         if hop_target is not None:
             result["plan"]["hop"] = {"resolved": hop_target, "reached": len(hopped)}
         unknown = [] if plan.task else [m for m in plan.mentions if not self._names_something(m)]
-        if unknown:  # a question about a name the index lacks: the items are only its nearest text
-            result["notes"] = [f"no symbol, module or file named {m} is indexed; the items are the closest "
-                               "matches by text" for m in unknown]
+        notes = [f"no symbol, module or file named {m} is indexed; the items are the closest matches by text"
+                 for m in unknown]
+        if not plan.task:
+            notes += self._empty_relations(plan, q.resolved[:1])
+        if notes:  # a question about a name the index lacks, or a relation it has none of
+            result["notes"] = notes
         if record and "memory" in features and out_items:  # an empty answer is nothing looked at
             # task text is about what its pack leads with; the names it mentions on the way are no targets
             self.episodic.record(query, plan.trigger, out_items,
@@ -599,6 +603,20 @@ class Retriever:
         if not hits or line > facts[hits[0]].lines:
             return None, None
         return hits[0], line
+
+    def _empty_relations(self, plan: Plan, targets: list[str]) -> list[str]:
+        """"who calls X" where the index has no caller of X: an empty relation is an answer too (what is
+        packed then is X and the text nearest the question, none of it a caller)."""
+        out: list[str] = []
+        for target in targets:
+            node = self.engine.graph.node(target)
+            if node is None or node.qualname is None:
+                continue
+            for op in plan.operators:
+                if op in _ANSWERED_RELATIONS and not self.engine.related(target, op):
+                    out.append(f"the index has no {op} of {node.qualname} ({node.path}; static analysis: "
+                               "calls made dynamically are not seen)")
+        return out
 
     def _names_something(self, mention: str) -> bool:
         """Whether a question's mention names an indexed symbol, module, file or commit."""
