@@ -616,7 +616,8 @@ def test_a_question_about_a_name_nothing_defines_says_so_and_a_budget_too_small_
                              "closest matches by text"]
     assert "_note: no symbol, module or file named evict_everything_now" in to_markdown(pack)
     for known in ("who calls Cart.evict", "who calls self.evict", "who calls cart.evict", "what does shop.cart do"):
-        assert "notes" not in e.context_for({"query": known, "budget": 600}), known
+        said = e.context_for({"query": known, "budget": 600}).get("notes", [])
+        assert not [n for n in said if n.startswith("no symbol")], known
     tiny = e.context_for({"query": "who calls Cart.evict", "budget": 3})
     assert tiny["items"] == [] and tiny["symbols"]
     text = to_markdown(tiny)
@@ -863,6 +864,11 @@ def test_a_relation_the_index_has_none_of_is_said(tmp_path: Path) -> None:
                           "    def values(self):\n        return []\n")}
     e = open_engine(tmp_path / "ws", files, tmp_path / "cache")
     empty = e.context("who calls Multi.sortedvalues")
-    assert empty["notes"] == ["the index has no callers of Multi.sortedvalues (pkg/d.py; static analysis: "
-                              "calls made dynamically are not seen)"]
+    assert empty["notes"] == ["the index has no callers of Multi.sortedvalues (pkg/d.py), and no other code "
+                              "names `sortedvalues`"]
     assert "notes" not in e.context("who calls Multi.values")
+    (tmp_path / "ws" / "pkg" / "use.py").write_text("def clear(box):\n    return box.sortedvalues()\n")
+    e.refresh()
+    unresolved = e.context("who calls Multi.sortedvalues")  # `box` has no known type: no CALLS edge
+    assert unresolved["notes"] == ["the index has no callers of Multi.sortedvalues (pkg/d.py); 1 other symbol names "
+                                   "`sortedvalues` (calls it could not resolve, or uses by name)"]

@@ -40,7 +40,7 @@ from ctx_lsp.retrieval.plan import EXPLICIT_SYMBOL, IMPLICIT_CONTEXT, Plan, make
 from ctx_lsp.retrieval.score import Candidate, Candidates
 from ctx_lsp.retrieval.seeds import history_seeds, test_seeds
 from ctx_lsp.retrieval.symbols import rank_symbols
-from ctx_lsp.retrieval.text import composed, identifier_form, split_identifier
+from ctx_lsp.retrieval.text import composed, identifier_form, split_identifier, terms
 
 if TYPE_CHECKING:
     from ctx_lsp.engine import Engine
@@ -613,9 +613,17 @@ class Retriever:
             if node is None or node.qualname is None:
                 continue
             for op in plan.operators:
-                if op in _ANSWERED_RELATIONS and not self.engine.related(target, op):
-                    out.append(f"the index has no {op} of {node.qualname} ({node.path}; static analysis: "
-                               "calls made dynamically are not seen)")
+                if op not in _ANSWERED_RELATIONS or self.engine.related(target, op):
+                    continue
+                name = node.qualname.rsplit(".", 1)[-1]
+                # other code that holds the name: calls the binder could not resolve (a receiver of
+                # unknown type), or uses by name
+                others = sorted({c for t in terms(name) for c in self.lexical.postings.get(t) or ()
+                                 if c != target and not target.startswith(c + ".")})
+                more = (f"; {len(others)} other symbol{' names' if len(others) == 1 else 's name'} `{name}` "
+                        "(calls it could not resolve, or uses by name)" if others else
+                        f", and no other code names `{name}`")
+                out.append(f"the index has no {op} of {node.qualname} ({node.path}){more}")
         return out
 
     def _names_something(self, mention: str) -> bool:
