@@ -365,6 +365,9 @@ async def test_settings_invalid_values_warn_and_configuration_is_honoured(bare: 
     st = await poll_status(bare, lambda s: s["files"] == 4 and not s["indexing"])
     pack = await command(bare, "ctx.getContext", {"query": "checkout"})
     assert pack["budget"] == 4000
+    # each invalid value was shown once: the settings change re-read the same initializationOptions
+    again = [m.message for m in bare.messages if m.type == types.MessageType.Warning]
+    assert sorted(again) == sorted(set(again)) and len(again) == len(warnings), again
 
 
 async def test_a_cache_directory_the_file_system_refuses_is_said_at_once(bare: LanguageClient, tmp_path: Path) -> None:

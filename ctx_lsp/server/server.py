@@ -132,6 +132,7 @@ class CtxLanguageServer(LanguageServer):
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.options = Options()
         self.init_options: Any = None
+        self._warned: set[str] = set()  # the settings warnings shown last (apply_settings)
         self.watch_parent: Callable[[int], Any] | None = None  # serve.watch_parent: leave when the client is gone
         self.roots: list[Root] = []
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -623,11 +624,18 @@ class CtxLanguageServer(LanguageServer):
         return got[0] if got else None
 
     def apply_settings(self, *layers: Any) -> Options:
+        """Options from the layers (initializationOptions, then the `ctx` section). Each invalid value
+        is shown once: a settings change re-reads the unchanged initializationOptions too, and Neovim
+        sends one right after `initialized`; a value fixed and broken again is shown again."""
         opts = Options()
+        now: list[str] = []
         for layer in layers:
             opts, warnings = parse_options(layer, opts)
-            for w in warnings:
+            now.extend(w for w in warnings if w not in now)
+        for w in now:
+            if w not in self._warned:
                 self.show_warning(w)
+        self._warned = set(now)
         return opts
 
 
