@@ -104,3 +104,26 @@ def test_a_folder_named_in_latin1_gets_a_cache_directory_under_cache_dir(tmp_pat
     assert plain == tmp_path / f"proj-{hashlib.sha1(b'/ws/proj').hexdigest()[:12]}"  # keys as before
     odd = cache_dir_for(opts, Path(os.fsdecode(b"/ws/r\xe9sum\xe9")))
     assert odd is not None and odd.parent == tmp_path and odd.name.startswith("r\ufffdsum\ufffd-")
+
+
+def test_a_call_site_range_covers_a_written_name_never_a_slice_of_other_tokens() -> None:
+    """Call hierarchy's `fromRanges`: the callee's name where the site writes it, else the name later
+    on the line (a callback passed to a wrapper), else the identifier at the site (a class called
+    through an attribute, a handler through a variable); a slice as long as the callee's name cut
+    `ensure_sync(handl` out of flask's error handling."""
+    f = Path("/ws/app.py")
+    src = ("        return self.ensure_sync(handler)(server_error)\n"
+           "        rv = self.response_class(rv, status=status)\n"
+           "        x = 😀(run(task))\n")
+    pos = Positions(UTF16, {f: src})
+
+    def text(r: types.Range) -> str:
+        line = src.splitlines()[r.start.line].encode("utf-16-le")
+        return line[2 * r.start.character:2 * r.end.character].decode("utf-16-le")
+
+    col = src.splitlines()[0].index("ensure_sync")
+    assert text(pos.name_span(f, 1, col, "ensure_sync")) == "ensure_sync"
+    assert text(pos.name_span(f, 1, col, "handler")) == "handler"
+    assert text(pos.name_span(f, 1, col, "internal_server_error")) == "ensure_sync"
+    assert text(pos.name_span(f, 2, src.splitlines()[1].index("response_class"), "Response")) == "response_class"
+    assert text(pos.name_span(f, 3, src.splitlines()[2].index("run"), "task")) == "task"  # after an astral char

@@ -9,6 +9,7 @@ Column conversion needs the text of the line, which comes from a snapshot of the
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -121,6 +122,20 @@ class Positions:
     def span(self, path: Path, line: int, col: int, length: int) -> types.Range:
         """A range of `length` code points starting at (1-based line, code-point col)."""
         return types.Range(start=self.to_lsp(path, line, col), end=self.to_lsp(path, line, col + length))
+
+    def name_span(self, path: Path, line: int, col: int, name: str) -> types.Range:
+        """The range of a call site whose callee is `name`, from the site's (1-based line, code-point
+        col): the name where it is written there, else the name later on the line (`ensure_sync(handler)`
+        for `handler`), else the identifier at the site (`response_class` for the class `Response`, a
+        callback called through a variable): never a slice of other tokens."""
+        text = self.line_text(path, line - 1)
+        if text[col:col + len(name)] == name:
+            return self.span(path, line, col, len(name))
+        later = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)").search(text, col)
+        if later is not None:
+            return self.span(path, line, later.start(), len(name))
+        here = re.compile(r"\w+").match(text, col)
+        return self.span(path, line, col, len(here.group(0)) if here else min(len(name), max(len(text) - col, 0)))
 
     def lines_range(self, path: Path, start_line: int, end_line: int) -> types.Range:
         """Whole lines start..end (1-based, inclusive): from column 0 to the end of the last line."""

@@ -66,7 +66,7 @@ def symbol_under(ctx: Ctx, rel: str, position: types.Position) -> Node | None:
 
 
 def site_range(ctx: Ctx, path: str, line: int, col: int, name: str) -> types.Range:
-    return ctx.pos.span(ctx.abspath(path), line, col, len(name))
+    return ctx.pos.name_span(ctx.abspath(path), line, col, name)
 
 
 def short_name(node_id: str) -> str:
