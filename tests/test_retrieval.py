@@ -782,13 +782,12 @@ def test_importers_of_a_symbol_are_the_imports_of_its_name(tmp_path: Path) -> No
     re-export, at their own lines; not the files that import other names of its module."""
     from conftest import open_engine
 
-    files = {
-        "pkg/__init__.py": "from .helpers import abort\nfrom .helpers import url_for\n",
-        "pkg/helpers.py": "def abort():\n    pass\n\n\ndef url_for(name):\n    return name\n",
-        "pkg/app.py": "from .helpers import abort\n\n\ndef run():\n    abort()\n",
-        "views.py": "import os\nfrom pkg import abort\nfrom pkg import url_for\n\n\ndef page():\n    return url_for('x')\n",
-    }
-    e = open_engine(tmp_path / "ws", files, tmp_path / "cache")
+    helpers = "def abort():\n    pass\n\n\ndef url_for(name):\n    return name\n"
+    views = "import os\nfrom pkg import abort\nfrom pkg import url_for\n\n\ndef page():\n    return url_for('x')\n"
+    e = open_engine(tmp_path / "ws", {"pkg/__init__.py": "from .helpers import abort\nfrom .helpers import url_for\n",
+                                      "pkg/helpers.py": helpers, "views.py": views,
+                                      "pkg/app.py": "from .helpers import abort\n\n\ndef run():\n    abort()\n"},
+                    tmp_path / "cache")
     got = {(r["node"].id, r["edge"].path, r["edge"].line) for r in e.related("pkg/helpers.py::url_for", "importers")}
     assert got == {("pkg/__init__.py", "pkg/__init__.py", 2), ("views.py", "views.py", 3)}, got
     whole = {r["node"].id for r in e.related("pkg/helpers.py", "importers")}
