@@ -395,3 +395,31 @@ def test_line_focus_reads_no_traceback_chrome() -> None:
     for kept in ("dumps fails", "tomlkit.dumps(data)", "  item\n", "raise ConvertError(msg)",
                  "ConvertError: Unable to convert", "test_dump"):
         assert kept in got, kept
+
+
+def test_the_budget_left_shows_short_ranked_functions_whole_before_more_file_lines(tmp_path: Path) -> None:
+    """A ranked function a signature in the first pass, whose whole text costs a little more, is shown
+    whole before the leading files' further matching lines take what the budget has left (paramiko: a
+    14-line `Packetizer.readline` stayed a signature while file excerpts took 2,300 tokens)."""
+    from ctx_lsp.retrieval.pack import FULL_RANKS, pack
+    from ctx_lsp.retrieval.score import Candidate, Reason
+
+    helpers = "\n\n".join(f"def helper_{i}(pages):\n" + "".join(f"    pages[{j}] = pages[{j + i}]\n" for j in range(4))
+                          + f"    return pages[{i}]  # keep the watermark\n" for i in range(12))
+    big = {f"shop/big_{k}.py": "def stamp_all(pages):\n" + "".join(
+        f"    pages[{i}].watermark({i})\n" if i % 40 == 0 else f"    pages[{i}].ink({i})\n" for i in range(300))
+        for k in range(3)}
+    e = open_engine(tmp_path / "ws", {**PROJECT, **big, "shop/helpers.py": helpers}, tmp_path / "cache")
+    r = e.retriever
+    r.sync()
+    ranked = [Candidate(f"shop/helpers.py::helper_{i}", 0, [Reason("bm25", None, 2.0 - i / 100)], 2.0 - i / 100)
+              for i in range(12)]
+    focus = LineFocus.of(ISSUE, r.lexical.idf, r.lexical.df, r.lexical.n)
+    budget = 1500
+    task = pack(ranked, e.graph, r.source_lines, budget, focus=focus,
+                files=[*((p, 1.0) for p in sorted(big)), ("shop/helpers.py", 0.9)])
+    symbols = [i for i in task if i.node.qualname is not None]
+    assert len(symbols) == 12 and [i.detail for i in symbols][FULL_RANKS:] == ["full"] * (12 - FULL_RANKS), [
+        (i.node.id, i.detail) for i in task]
+    assert any(i.node.id in big for i in task)  # the leading files' lines take what is left
+    assert sum(i.tokens for i in task) <= budget
