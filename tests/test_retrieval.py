@@ -871,3 +871,30 @@ def test_a_relation_the_index_has_none_of_is_said(tmp_path: Path) -> None:
     unresolved = e.context("who calls Multi.sortedvalues")  # `box` has no known type: no CALLS edge
     assert unresolved["notes"] == ["the index has no callers of Multi.sortedvalues (pkg/d.py); 1 other symbol names "
                                    "`sortedvalues` (calls it could not resolve, or uses by name)"]
+    # the whole name is counted, not its words (`get`, `values` are in many symbols)
+    (tmp_path / "ws" / "pkg" / "get.py").write_text(
+        "def get_sorted_values_renamed():\n    return 1\n\n\n" + "".join(
+            f"def get_values_{i}():\n    return {i}\n\n\n" for i in range(5)))
+    e.refresh()
+    renamed = e.context("who calls get_sorted_values_renamed")
+    assert renamed["notes"] == ["the index has no callers of get_sorted_values_renamed (pkg/get.py), and no other "
+                                "code names `get_sorted_values_renamed`"]
+
+
+def test_a_session_answers_a_name_nothing_defines_as_a_one_shot_run_does(tmp_path: Path) -> None:
+    """"who calls frobnicate_widget" after a question about `finalize`: the session's working memory
+    (the last answer) is no described target, so no hop reaches its callers; the items are what a
+    one-shot run gives, plus working memory's own."""
+    from conftest import open_engine
+
+    files = {"pkg/__init__.py": "",
+             "pkg/app.py": ("def finalize(rv):\n    return rv\n\n\ndef dispatch(req):\n    return finalize(req)\n\n\n"
+                            "def handle(exc):\n    return finalize(exc)\n")}
+    e = open_engine(tmp_path / "ws", files, tmp_path / "cache")
+    one_shot = e.context("who calls frobnicate_widget", record=False)
+    e.context("what does pkg/app.py:1 do")
+    session = e.context("who calls frobnicate_widget")
+    assert "hop" not in session["plan"]
+    assert not [i for i in session["items"] for r in i["reasons"] if r["via"] in ("CALLS<-", "hop-resolved")]
+    rest = [(i["path"], i["symbol"]) for i in session["items"] if not all(r["via"] == "working-memory" for r in i["reasons"])]
+    assert rest == [(i["path"], i["symbol"]) for i in one_shot["items"]]

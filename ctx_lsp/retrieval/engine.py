@@ -438,7 +438,10 @@ class Retriever:
         # target, so ask the plan's relation about it with full weight.
         prior = self.prior(plan, features)
         ranked = cands.ranked(prior)
-        pool = [c.node_id for c in ranked[:8] if self._is_symbol_node(c.node_id) and prior(c.node_id) == 1.0]
+        # what only working memory brought (the last answer, the open files) is no described target: a
+        # session would answer "who calls frobnicate_widget" with the callers of the last question's symbol
+        pool = [c.node_id for c in ranked[:8] if self._is_symbol_node(c.node_id) and prior(c.node_id) == 1.0
+                and not all(r.via == "working-memory" for r in c.reasons)]
         kinds = _target_kinds(plan)
         target = next((nid for nid in pool if self.engine.graph.node(nid).kind in kinds), None)  # type: ignore[union-attr]
         target = target or (pool[0] if pool else None)
@@ -590,8 +593,8 @@ class Retriever:
 
     def _best_symbols(self, cands: Candidates, lexical: list[str], n: int) -> list[str]:
         out = [nid for nid in lexical if self._is_symbol_node(nid)][:n]
-        if not out:
-            out = [c.node_id for c in cands.ranked()[:n]]
+        if not out:  # not what working memory alone brought: the question is not about the last answer
+            out = [c.node_id for c in cands.ranked() if not all(r.via == "working-memory" for r in c.reasons)][:n]
         return out
 
     def _place_of(self, place: tuple[str, int]) -> tuple[str | None, int | None]:
@@ -617,8 +620,10 @@ class Retriever:
                     continue
                 name = node.qualname.rsplit(".", 1)[-1]
                 # other code that holds the name: calls the binder could not resolve (a receiver of
-                # unknown type), or uses by name
-                others = sorted({c for t in terms(name) for c in self.lexical.postings.get(t) or ()
+                # unknown type), or uses by name; the whole name's term (`get_debug_flag`), not a
+                # word of it (`get`), when it has several
+                term = terms(name, keep_stopwords=True)[:1]
+                others = sorted({c for t in term for c in self.lexical.postings.get(t) or ()
                                  if c != target and not target.startswith(c + ".")})
                 more = (f"; {len(others)} other symbol{' names' if len(others) == 1 else 's name'} `{name}` "
                         "(calls it could not resolve, or uses by name)" if others else
