@@ -898,3 +898,20 @@ def test_a_session_answers_a_name_nothing_defines_as_a_one_shot_run_does(tmp_pat
     assert not [i for i in session["items"] for r in i["reasons"] if r["via"] in ("CALLS<-", "hop-resolved")]
     rest = [(i["path"], i["symbol"]) for i in session["items"] if not all(r["via"] == "working-memory" for r in i["reasons"])]
     assert rest == [(i["path"], i["symbol"]) for i in one_shot["items"]]
+
+
+def test_the_cursor_pack_has_the_tests_the_code_lens_counts(tmp_path: Path) -> None:
+    """A helper's tests are those of the functions that use it: the code lens counts them
+    (`tests_for`), and the cursor pack shows them, after the code."""
+    from conftest import open_engine
+
+    files = {"pkg/__init__.py": "",
+             "pkg/env.py": "def load_dotenv_flag():\n    return True\n\n\ndef run(app):\n    if load_dotenv_flag():\n        app.x = 1\n",
+             "tests/test_run.py": "from pkg.env import run\n\n\ndef test_run_defaults():\n    run(object())\n"}
+    e = open_engine(tmp_path / "ws", files, tmp_path / "cache")
+    counted = {t["node"].id for t in e.tests_for("pkg/env.py::load_dotenv_flag")}
+    assert counted == {"tests/test_run.py::test_run_defaults"}
+    items = e.context_at("pkg/env.py", 2, None)["items"]
+    got = [(i["symbol"], [r["via"] for r in i["reasons"]]) for i in items]
+    assert got[0] == ("load_dotenv_flag", ["cursor"]) and ("run", ["CALLS<-"]) in got
+    assert got[-1] == ("test_run_defaults", ["tests (static)"]), got

@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 TEST_PRIOR = 0.6
 # operators whose answer is other code than the named target
 _FUNCTION_KINDS = frozenset({"function", "method", "test"})  # a def inside one of these is local to it
+CURSOR_TESTS = 15  # the cursor pack's tests (tests_for), at most
+W_CURSOR_TEST = 0.4  # a test covering the cursor's symbol or calling it
+W_CURSOR_REACHED = 0.3  # a test reaching it through its callers
 _ANSWERED_RELATIONS = ("callers", "callees", "implementations", "references", "importers")
 _RELATIONAL = {"callers", "implementations", "references", "importers", "instantiations", "tests", "history"}
 # the generators' names, and the stages that can be switched off: edges (typed expansion), hops, scope
@@ -662,6 +665,13 @@ class Retriever:
         spec = edges_for(plan, True)
         scope = self.engine._scope()
         expand(self.engine.graph, cands, [node.id], spec, hops=1, scope=scope)
+        # its tests as the code lens counts them: covering it, or calling it directly or through its
+        # callers (a helper's tests are those of the functions that use it)
+        for i, hit in enumerate(self.engine.tests_for(node.id)[:CURSOR_TESTS]):
+            how = str(hit["reason"])
+            weight = (W_CURSOR_REACHED if how.startswith("static: reaches") else W_CURSOR_TEST) / (1 + 0.02 * i)
+            cands.add(hit["node"].id, "tests (static)" if how.startswith("static") else "tests", weight,
+                      source=node.id, hops=1)
         if checkpoint:
             checkpoint()
         # the symbol asked about leads, then the code around it (callers, callees; package code before
