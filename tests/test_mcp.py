@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -335,3 +336,48 @@ async def test_get_context_with_a_place_and_no_query_is_the_symbol_there_and_its
     assert pack["items"][0]["reasons"][0]["via"] == "cursor"
     assert any(r["via"] == "CALLS<-" for i in pack["items"] for r in i["reasons"])
     assert bare.is_error and "empty query" in text(bare)  # a file alone names no symbol
+
+
+def test_a_request_with_a_lone_surrogate_gets_an_answer(ws: Path, tmp_path: Path) -> None:
+    """A non-UTF-8 file name reaches JSON as a lone surrogate escape (`"\\udcff"`); the SDK's stdio
+    transport dropped such a line and the client waited forever. It is answered, and the server goes on."""
+    import select
+
+    env = {**os.environ, "CTX_LSP_DAEMON": "off"}
+    proc = subprocess.Popen([*_ctx_lsp_command(), "mcp", "--root", str(ws), "--cache-dir", str(tmp_path / "cache")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(obj: dict) -> None:
+        proc.stdin.write((json.dumps(obj) + "\n").encode())  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    def answer(msg_id: int, timeout: float = 60) -> dict:
+        buf = b""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+            if not ready:
+                continue
+            buf += os.read(proc.stdout.fileno(), 65536)  # type: ignore[union-attr]
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                got = json.loads(line)
+                if got.get("id") == msg_id:
+                    return got
+        raise AssertionError(f"no answer to request {msg_id} in {timeout} s")
+
+    try:
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+        answer(1)
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "get_context", "arguments": {"query": "x", "path": "src/\udcff.py"}}})
+        bad = answer(2)
+        assert bad["result"]["isError"] and "\ufffd" in bad["result"]["content"][0]["text"], bad
+        send({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+        assert {t["name"] for t in answer(3)["result"]["tools"]} == TOOLS
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -21,7 +22,9 @@ from urllib.parse import unquote, urlparse
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import CallToolResult, TextContent, jsonrpc_message_adapter
 from pydantic import BeforeValidator, Field, ValidationError
 
 from ctx_lsp import __version__
@@ -322,9 +325,75 @@ def _not_bool(value: Any) -> Any:
 NOT_BOOL = BeforeValidator(_not_bool)  # after Field in Annotated: before it, the schema loses minimum/maximum
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _recovered(item: Any) -> Any:
+    """A message the SDK could not read because a string holds a lone surrogate escape (`"\\udcff"`:
+    how Python's json writes a file name that is not UTF-8), read with each such character as U+FFFD,
+    so the request gets an answer (a path that names no file) instead of none: the SDK's stdio
+    transport drops the line, and the client waits forever. Anything else as it came."""
+    if not isinstance(item, ValidationError):
+        return item
+    errors = item.errors()
+    raw = errors[0].get("input") if errors and errors[0].get("type") == "json_invalid" else None
+    if not isinstance(raw, str):
+        return item
+    try:
+        message = jsonrpc_message_adapter.validate_python(_without_surrogates(json.loads(raw)), by_name=False)
+    except (ValueError, ValidationError):
+        return item
+    return SessionMessage(message)
+
+
+class _RecoveringStream:
+    """The stdio transport's read stream, its unreadable requests recovered where they can be (`_recovered`)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self.inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        return _recovered(await self.inner.receive())
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def __aiter__(self) -> _RecoveringStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        return _recovered(await self.inner.__anext__())
+
+    async def __aenter__(self) -> _RecoveringStream:
+        await self.inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self.inner.__aexit__(*exc)
+
+
 class _Server(MCPServer):
     """Argument validation errors in one line naming each field (the SDK gives pydantic's multi-line
-    report with a documentation link)."""
+    report with a documentation link); every request answered (`_RecoveringStream`)."""
+
+    async def run_stdio_async(self) -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            low = self._lowlevel_server
+            await low.run(_RecoveringStream(read_stream), write_stream, low.create_initialization_options())
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         known = {t.name: t for t in await self.list_tools()}.get(name)
