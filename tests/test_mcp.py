@@ -130,6 +130,8 @@ async def test_architectural_context_and_search(ws: Path, tmp_path: Path) -> Non
         found = await ok(s, "semantic_search", {"query": "percentage off with a discount code"})
         tax = await ok(s, "semantic_search", {"query": "sales tax rate", "top_n": 2})
         nothing = await ok(s, "semantic_search", {"query": "zzqx kubernetes"})
+        pasted = await ok(s, "semantic_search", {"query": "sales tax rate is wrong for orders. " * 4000})
+        binary = await err(s, "semantic_search", {"query": "\u0000\u0001\u0002\u00ff" * 100})
 
     assert arch.startswith("shop/checkout.py: typed 1-hop neighbourhood")
     assert "IMPORTS -> (2)" in arch and "shop/pricing.py names=apply_discount,tax_for" in arch
@@ -145,6 +147,9 @@ async def test_architectural_context_and_search(ws: Path, tmp_path: Path) -> Non
     assert tax.splitlines()[1].startswith("1. shop/pricing.py") and tax.splitlines()[1].endswith("best: tax_for:15")
     assert len(tax.splitlines()) == 3
     assert nothing.startswith("no files match")
+    # a pasted log is searched, and echoed as its first line cut to 160 characters, not whole
+    assert pasted.splitlines()[1].startswith("1. shop/pricing.py") and len(pasted) < 2000, len(pasted)
+    assert "not text" in binary
 
 
 async def test_architectural_context_lists_each_neighbour_once(ws: Path, tmp_path: Path) -> None:

@@ -30,9 +30,11 @@ from pydantic import BeforeValidator, Field, ValidationError
 from ctx_lsp import __version__
 from ctx_lsp.engine import TEST_DEPTH, Engine, TargetNotFound, path_problem
 from ctx_lsp.index.model import Node
+from ctx_lsp.retrieval.evidence import cap_text
 from ctx_lsp.retrieval.text import NOT_TEXT, looks_binary
 
 log = logging.getLogger("ctx_lsp.mcp")
+SAID_CHARS = 160  # a query echoed in a tool's answer: its first line, cut here
 
 MAX_LINES = 200  # a relation listing longer than this is cut (with a count) to protect the agent's context
 
@@ -216,6 +218,11 @@ class Bridge:
         q = query.strip()
         if not q:
             raise ToolFailure("empty query")
+        if looks_binary(q):
+            raise ToolFailure(NOT_TEXT)
+        q = cap_text(q)  # bounded as get_context's: a pasted log keeps its head and tail
+        first = q.split("\n", 1)[0]
+        said = repr(first[:SAID_CHARS] + ("…" if len(first) > SAID_CHARS or "\n" in q else ""))  # echoed: one line
         self._fresh()
         with self.engine.lock:
             try:
@@ -223,13 +230,13 @@ class Bridge:
             except ImportError as exc:
                 raise ToolFailure(f"the retrieval engine is not available in this installation ({exc})") from exc
             g = self.engine.graph
-            lines = [f"{len(ranked)} files for {q!r}, best first (BM25 over function/class chunks):"]
+            lines = [f"{len(ranked)} files for {said}, best first (BM25 over function/class chunks):"]
             for i, r in enumerate(ranked, 1):
                 best = g.node(r.get("best_chunk") or "")
                 where = f"  best: {best.qualname or '(module)'}:{best.start_line}" if best is not None else ""
                 lines.append(f"{i}. {r['path']}  score {float(r['score']):.2f}{where}")
         if not ranked:
-            return f"no files match {q!r} (BM25 over function/class names, signatures, docstrings and identifiers)"
+            return f"no files match {said} (BM25 over function/class names, signatures, docstrings and identifiers)"
         return "\n".join(lines)
 
     def relation(self, symbol: str, relation: str) -> str:
