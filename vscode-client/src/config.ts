@@ -37,6 +37,19 @@ export function initializationOptions(get: (key: string) => unknown, expand: (s:
   };
 }
 
+/** The settings as the user wrote them, for the server: unset keys get their defaults, a set value
+ * goes as it is (a path setting expanded), so that the server checks it and says what it does with an
+ * invalid one (`window/showMessage`: "invalid value -5 for 'budget'; using the default 4000") rather
+ * than the extension replacing it in silence. `initializationOptions` is what the extension itself uses. */
+export function serverSettings(get: (key: string) => unknown, expand: (s: string) => string = (s) => s): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, fallback] of Object.entries(DEFAULTS)) {
+    const v = get(key);
+    out[key] = v === undefined || v === null ? fallback : key === 'cacheDir' && typeof v === 'string' ? (v.trim() ? expand(v.trim()) : '') : v;
+  }
+  return out;
+}
+
 /** Expands `~`, `${workspaceFolder}`, `${userHome}` and `${env:NAME}` in a path setting. */
 export function expandPath(value: string, vars: { home: string; workspaceFolder?: string; env?: Record<string, string | undefined> }): string {
   let v = value.trim();

@@ -16,7 +16,7 @@ import {
   WorkDoneProgressEnd,
   WorkDoneProgressCancelNotification,
 } from 'vscode-languageclient/node';
-import { expandPath, initializationOptions, InitializationOptions, RESTART_KEYS, shellQuote } from './config';
+import { expandPath, initializationOptions, InitializationOptions, RESTART_KEYS, serverSettings, shellQuote } from './config';
 import { ContextPack } from './contextPack';
 import { ContextPanel } from './contextView';
 import { checkCtxLsp, Interpreter, pythonExtensionApi, resolveInterpreter } from './interpreter';
@@ -44,6 +44,13 @@ function currentInitOptions(scope?: vscode.Uri): InitializationOptions {
   const cfg = vscode.workspace.getConfiguration('ctxLsp', scope ?? vscode.workspace.workspaceFolders?.[0]?.uri);
   const folder = scope ? vscode.workspace.getWorkspaceFolder(scope) : vscode.workspace.workspaceFolders?.[0];
   return initializationOptions((k) => cfg.get(k), (s) => expandPath(s, { home: os.homedir(), workspaceFolder: folder?.uri.fsPath, env: process.env }));
+}
+
+/** The settings sent to the server as written: it checks them and warns about an invalid one. */
+function currentServerSettings(scope?: vscode.Uri): Record<string, unknown> {
+  const cfg = vscode.workspace.getConfiguration('ctxLsp', scope ?? vscode.workspace.workspaceFolders?.[0]?.uri);
+  const folder = scope ? vscode.workspace.getWorkspaceFolder(scope) : vscode.workspace.workspaceFolders?.[0];
+  return serverSettings((k) => cfg.get(k), (s) => expandPath(s, { home: os.homedir(), workspaceFolder: folder?.uri.fsPath, env: process.env }));
 }
 
 class StatusBar implements vscode.Disposable {
@@ -156,7 +163,7 @@ class ServerManager implements vscode.Disposable {
       return;
     }
     this.log(`ctx_lsp ${check.version} found`);
-    const initOptions = currentInitOptions();
+    const initOptions = currentServerSettings();
     const args = [...py.args, '-m', 'ctx_lsp', 'serve'];
     const serverOptions: ServerOptions = {
       command: py.command,
@@ -182,7 +189,7 @@ class ServerManager implements vscode.Disposable {
               const section = item.section ?? '';
               if (section === 'ctx' || section === 'ctxLsp' || section.startsWith('ctx.') || section.startsWith('ctxLsp.')) {
                 const scope = item.scopeUri ? vscode.Uri.parse(item.scopeUri) : undefined;
-                const opts = currentInitOptions(scope) as unknown as Record<string, unknown>;
+                const opts = currentServerSettings(scope);
                 const key = section.includes('.') ? section.slice(section.indexOf('.') + 1) : '';
                 return key ? (opts[key] ?? null) : opts;
               }

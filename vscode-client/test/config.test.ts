@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { DEFAULTS, expandPath, initializationOptions, shellQuote } from '../src/config';
+import { DEFAULTS, expandPath, initializationOptions, serverSettings, shellQuote } from '../src/config';
 
 test('initializationOptions: defaults and values', () => {
   assert.deepEqual(initializationOptions(() => undefined), DEFAULTS);
@@ -27,4 +27,14 @@ test('shellQuote', () => {
   assert.equal(shellQuote('/usr/bin/python3'), '/usr/bin/python3');
   assert.equal(shellQuote('/a b/python'), `'/a b/python'`);
   assert.equal(shellQuote(`it's`), `'it'\\''s'`);
+});
+
+test('serverSettings: set values go to the server as written, for it to check and warn about', () => {
+  assert.deepEqual(serverSettings(() => undefined), DEFAULTS);
+  const s: Record<string, unknown> = { budget: -5, exclude: 'tests/**', cacheDir: '~/c', codeLens: 'yes' };
+  assert.deepEqual(serverSettings((k) => s[k], (p) => p.replace('~', '/home/u')), {
+    budget: -5, include: [], exclude: 'tests/**', cacheDir: '/home/u/c', jediRefinement: true, codeLens: 'yes',
+  });
+  // the extension's own defaults (a command's budget) stay valid
+  assert.equal(initializationOptions((k) => s[k]).budget, 4000);
 });
