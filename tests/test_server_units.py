@@ -127,3 +127,15 @@ def test_a_call_site_range_covers_a_written_name_never_a_slice_of_other_tokens()
     assert text(pos.name_span(f, 1, col, "internal_server_error")) == "ensure_sync"
     assert text(pos.name_span(f, 2, src.splitlines()[1].index("response_class"), "Response")) == "response_class"
     assert text(pos.name_span(f, 3, src.splitlines()[2].index("run"), "task")) == "task"  # after an astral char
+
+
+def test_a_graph_commit_node_is_labelled_as_git_log_oneline_shows_it() -> None:
+    """Its short hash and subject; the id's first ten characters were `commit:6d6`."""
+    from ctx_lsp.index.model import Node
+    from ctx_lsp.server.graph_lookup import _node_json
+
+    commit = Node("commit:6d657341e7e3f00d", "commit", "", "6d657341e7e3", 0, 0, "Release version 3.1.3")
+    got = _node_json(None, commit)  # type: ignore[arg-type]  # a commit needs no folder (no uri)
+    assert got["label"] == "6d657341e7e3 Release version 3.1.3" and got["uri"] is None
+    long = _node_json(None, commit._replace(signature="x" * 200))  # type: ignore[arg-type]
+    assert len(long["label"]) == 61 and long["label"].endswith("…")

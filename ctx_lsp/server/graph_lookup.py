@@ -22,15 +22,21 @@ NAME_RELATIONS = ("callers", "callees", "tests", "references", "implementations"
 SITE_RELATIONS = ("callers", "references", "importers")  # located at the edge's site
 DEFAULT_LIMIT = 120  # neighbours drawn at most (a hub file can have thousands)
 MAX_CANDIDATES = 5
+COMMIT_LABEL = 60  # a commit node's label (short hash and subject) is cut here
 
 
 def _node_json(ctx: Ctx, n: Node | dict[str, Any]) -> dict[str, Any]:
     if isinstance(n, Node):
         kind, path, symbol, line, nid = n.kind, n.path, n.qualname, n.start_line, n.id
+        subject = n.signature if kind == "commit" else ""
     else:
         kind, path, symbol, line, nid = n["kind"], n["path"], n["symbol"], n["line"], n["id"]
-    if kind == "commit":
-        return {"id": nid, "label": nid[:10], "kind": kind, "path": None, "symbol": symbol, "line": None, "uri": None}
+        subject = ""
+    if kind == "commit":  # its short hash (the qualname) and subject, as `git log --oneline` shows it
+        short = symbol or nid.removeprefix("commit:")[:12]
+        label = f"{short} {subject}".strip()
+        return {"id": nid, "label": label[:COMMIT_LABEL] + ("…" if len(label) > COMMIT_LABEL else ""), "kind": kind,
+                "path": None, "symbol": symbol, "line": None, "uri": None}
     label = symbol or path.rsplit("/", 1)[-1]
     return {"id": nid, "label": label, "kind": kind, "path": path, "symbol": symbol, "line": line,
             "uri": ctx.uri(path)}

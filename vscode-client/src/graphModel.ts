@@ -40,9 +40,13 @@ export function edgeColour(kind: string): string {
 }
 
 /** A short node label: a file's base name, a symbol's qualified name. */
-export function shortLabel(n: GraphNode): string {
-  if (n.kind === 'file') return (n.path ?? n.label).split('/').pop() ?? n.label;
-  return n.label;
+export function shortLabel(n: GraphNode, all: GraphNode[] = []): string {
+  if (n.kind !== 'file') return n.label;
+  const path = n.path ?? n.label;
+  const base = path.split('/').pop() ?? n.label;
+  // same-named modules (app.py, __init__.py, utils.py) are told apart by their folder
+  const twin = all.some((o) => o !== n && o.kind === 'file' && (o.path ?? o.label).split('/').pop() === base);
+  return twin ? path.split('/').slice(-2).join('/') : base;
 }
 
 export function toElements(g: Neighbourhood): CyElement[] {
@@ -51,7 +55,7 @@ export function toElements(g: Neighbourhood): CyElement[] {
   for (const n of g.nodes) {
     out.push({
       group: 'nodes',
-      data: { id: n.id, label: shortLabel(n), kind: n.kind, colour: nodeColour(n.kind), path: n.path ?? null, line: n.line ?? null, uri: n.uri ?? null, center: n.id === g.center?.id },
+      data: { id: n.id, label: shortLabel(n, g.nodes), kind: n.kind, colour: nodeColour(n.kind), path: n.path ?? null, line: n.line ?? null, uri: n.uri ?? null, center: n.id === g.center?.id },
       classes: n.id === g.center?.id ? 'center' : n.kind,
     });
   }
@@ -88,7 +92,7 @@ export function graphHtml(g: Neighbourhood, opt: GraphHtmlOptions): string {
   ].join(' ');
   const title = g.center ? (g.center.kind === 'file' ? g.center.path ?? g.center.label : `${g.center.symbol} (${g.center.kind})`) : 'no graph';
   const list = g.nodes
-    .map((n, i) => `<li><a href="#" class="node-link" data-id="${e(n.id)}" data-index="${i}"><span class="dot" data-colour="${e(nodeColour(n.kind))}"></span>${e(shortLabel(n))}</a> <span class="dim">${e(n.kind)}${n.path && n.kind !== 'file' ? ` · ${e(n.path)}:${n.line ?? ''}` : ''}</span></li>`)
+    .map((n, i) => `<li><a href="#" class="node-link" title="${e(n.path ? `${n.path}${n.kind !== 'file' ? `:${n.line ?? ''}` : ''}` : n.label)}" data-id="${e(n.id)}" data-index="${i}"><span class="dot" data-colour="${e(nodeColour(n.kind))}"></span>${e(shortLabel(n, g.nodes))}</a> <span class="dim">${e(n.kind)}${n.path ? ` · ${e(n.path)}${n.kind !== 'file' ? `:${n.line ?? ''}` : ''}` : ''}</span></li>`)
     .join('\n');
   return `<!DOCTYPE html>
 <html lang="en"><head><meta charset="UTF-8">

@@ -86,3 +86,20 @@ test('graphHtml is CSP-strict and lists every node', () => {
   assert.match(html, /&lt;\/script&gt;&lt;b&gt;/);
   assert.doesNotMatch(html, / style="/);
 });
+
+test('graph labels tell same-named files apart by their folder, and links say where they go', () => {
+  const twins = {
+    center: { id: 'src/flask/app.py', label: 'src/flask/app.py', kind: 'file', path: 'src/flask/app.py' },
+    nodes: [
+      { id: 'src/flask/app.py', label: 'src/flask/app.py', kind: 'file', path: 'src/flask/app.py' },
+      { id: 'src/flask/sansio/app.py', label: 'src/flask/sansio/app.py', kind: 'file', path: 'src/flask/sansio/app.py' },
+      { id: 'src/flask/cli.py', label: 'src/flask/cli.py', kind: 'file', path: 'src/flask/cli.py' },
+    ],
+    edges: [],
+  };
+  const labels = toElements(twins as never).filter((x) => x.group === 'nodes').map((x) => x.data.label);
+  assert.deepEqual(labels, ['flask/app.py', 'sansio/app.py', 'cli.py']);
+  const html = graphHtml(twins as never, { nonce: 'N', cspSource: 'c:', scriptUri: 'c:/g.js' });
+  assert.match(html, /title="src\/flask\/sansio\/app.py"[^>]*>.*sansio\/app.py<\/a> <span class="dim">file · src\/flask\/sansio\/app.py<\/span>/);
+  assert.doesNotMatch(html, /title="#"/);
+});
