@@ -775,6 +775,15 @@ def test_a_bare_name_is_not_a_def_local_to_a_test_where_package_code_defines_it(
     assert not [x for x in local if x[1] in ("symbol-exact", "CALLS<-")], local  # neither the helper nor its caller
     qualified = e.context("who calls test_prompts_eof.echo")["items"]
     assert (qualified[0]["path"], qualified[0]["symbol"]) == ("tests/test_prompt.py", "test_prompts_eof.echo")
+    # only the package's own code outranks a local def: an example's `cli` leaves the tests' in the answer
+    (tmp_path / "ws" / "examples").mkdir()
+    (tmp_path / "ws" / "examples" / "app.py").write_text("def cli():\n    pass\n")
+    (tmp_path / "ws" / "tests" / "test_cli.py").write_text(
+        "from pkg.out import echo\n\n\ndef test_default():\n    def cli():\n        echo('x')\n\n    cli()\n")
+    e.refresh()
+    named = {(i["path"], i["symbol"]) for i in e.context("What does `cli` call?")["items"]
+             if any(r["via"] == "symbol-exact" for r in i["reasons"])}
+    assert ("tests/test_cli.py", "test_default.cli") in named, named
 
 
 def test_importers_of_a_symbol_are_the_imports_of_its_name(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import re
 import time
 from typing import TYPE_CHECKING
 
+from ctx_lsp.index.facts import is_test_path
 from ctx_lsp.retrieval.memory import SESSION_S, last_subject
 from ctx_lsp.retrieval.plan import Plan
 from ctx_lsp.retrieval.score import Candidates
@@ -61,9 +62,13 @@ def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
         found = engine.find_symbols(m)
         exact = [n for n in found if n.name == m.split(".")[-1]]
         if len(exact) > 1 and "." not in m:
-            # a bare name: not a def local to a function body (a test's `echo` helper) where code
-            # outside one defines it (`click.echo`)
-            exact = [n for n in exact if not in_function_body(g, n)] or exact
+            # a bare name: not a def local to a function body (a test's `echo` helper) where the
+            # package's code outside one defines it (`click.echo`); among tests' local `cli`s and an
+            # example's, the name stays all of them
+            scope = engine._scope()
+            if any(n.kind in _CALLABLE and not in_function_body(g, n) and not is_test_path(n.path) and scope(n.path) >= 1.0
+                   for n in exact):
+                exact = [n for n in exact if not in_function_body(g, n)]
         if len(exact) > 1 and (recent or subject is not None):
             # a name several symbols share: the one the session is about first (what the last
             # question named, then what is open or was just shown)
@@ -92,6 +97,9 @@ def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
                 cands.add(n.id, "symbol-fuzzy", W_FUZZY)
                 resolved.append(n.id)
     return resolved
+
+
+_CALLABLE = ("function", "class", "method")
 
 
 def in_function_body(g: CodeGraph, n: Node) -> bool:
