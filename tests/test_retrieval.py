@@ -744,6 +744,9 @@ def test_two_prose_words_reach_the_identifier_that_joins_them(tmp_path: Path) ->
         "uploadedfil", "filenam", "timestamp", "callback"]
     assert compounds("set up into the file_name") == []  # short joins, function words, identifiers
     assert query_terms("the file name")[: len(terms("the file name"))] == terms("the file name")
+    assert "filenam" in query_terms("where is the uploaded file name cleaned?")
+    issue = "Upload loses the file name\n\nWhen the uploaded file name has a slash the server saves it elsewhere.\n"
+    assert query_terms(issue) == terms(issue)  # task text: its long prose joins no words
     files = {
         "web/utils.py": "def secure_filename(raw):\n    return raw.replace('/', '_')\n",
         "web/paths.py": "def strip_separators(path):\n    return path.strip('/')\n\n\ndef join(a, b):\n    return a + b\n",
