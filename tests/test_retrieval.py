@@ -745,7 +745,8 @@ def test_two_prose_words_reach_the_identifier_that_joins_them(tmp_path: Path) ->
     assert compounds("set up into the file_name") == []  # short joins, function words, identifiers
     assert query_terms("the file name")[: len(terms("the file name"))] == terms("the file name")
     assert "filenam" in query_terms("where is the uploaded file name cleaned?")
-    issue = "Upload loses the file name\n\nWhen the uploaded file name has a slash the server saves it elsewhere.\n"
+    issue = ("Upload loses the file name\n\nWhen the uploaded file name has a slash in it, the server saves the "
+             "upload somewhere else than the folder the form names.\n")
     assert query_terms(issue) == terms(issue)  # task text: its long prose joins no words
     files = {
         "web/utils.py": "def secure_filename(raw):\n    return raw.replace('/', '_')\n",
