@@ -332,52 +332,6 @@ def _module_with_stubs() -> list[str]:
     return lines
 
 
-def test_a_file_excerpt_leaves_out_imports_and_the_stubs_of_a_function_shown() -> None:
-    """A file's excerpt shows what the items do not: not the `@overload` stubs of a function whose
-    implementation an item shows, nor (in the first pass, `strong`) its import block, whose lines
-    count as little as comments; its other lines that hold the task's terms stay."""
-    lines = _module_with_stubs()
-    impl = lines.index("def convert(value, *, price=None):") + 1
-    focus = LineFocus({"price": 3.0})
-    got = excerpt(lines, 1, len(lines), focus, 400, head=False, taken=frozenset({impl, impl + 1}), strong=True)
-    assert got is not None
-    shown = {i for a, b in got.shown for i in range(a, b + 1)}
-    registry = lines.index("REGISTRY = {'price': round_price}") + 1
-    assert registry in shown
-    stubs = {i + 1 for i, ln in enumerate(lines) if ln.startswith("def convert(value: ")}
-    assert not shown & stubs and not shown & {1, 2, 3, 4, 5}, got.text
-    # an import line counts as little as a comment: shown when nothing else of the file matches
-    imports = excerpt(lines[:6], 1, 6, focus, 400, head=False)
-    assert imports is not None and imports.shown == [(1, 6)]
-    # the implementation not shown: its stubs are the file's matching lines like any other
-    alone = excerpt(lines, 1, len(lines), focus, 400, head=False, strong=True)
-    assert alone is not None and stubs <= {i for a, b in alone.shown for i in range(a, b + 1)}
-
-
-def test_a_strong_excerpt_keeps_to_its_strong_lines() -> None:
-    """A `strong` excerpt (a file's, in the pack's first pass) opens no window around a line scoring
-    under half its best line's: a word the file happens to use (`float`) is not where the task is.
-    The budget left later shows them (the plain excerpt)."""
-    lines = [f"x_{i} = {i}" for i in range(60)]
-    lines[10] = "def parse_decimal(text): return float(text)"
-    lines[40] = "def as_float(v): return float(v)"
-    focus = LineFocus({"decim": 6.0, "float": 2.0})
-    got = excerpt(lines, 1, len(lines), focus, 400, head=False, strong=True)
-    assert got is not None and got.shown == [(9, 13)], got.text
-    both = excerpt(lines, 1, len(lines), focus, 400, head=False)
-    assert both is not None and both.shown == [(9, 13), (39, 43)], both.shown
-
-
-def test_a_file_excerpt_reads_no_term_on_many_of_its_lines() -> None:
-    """A term on more than a small share of a file's lines (`item` in items.py) tells none of them
-    apart: a file excerpt reads the others."""
-    lines = [f"value_{i} = item({i})" for i in range(300)]
-    lines[200] = "total = item(decimal_total)"
-    focus = LineFocus({"item": 5.0, "decim": 2.0})
-    got = excerpt(lines, 1, len(lines), focus, 400, head=False)
-    assert got is not None and got.shown == [(199, 203)], got.shown
-
-
 def test_line_focus_reads_no_traceback_chrome() -> None:
     """The focus of a task with a traceback reads its function names, code lines and message, not
     the words Python's format adds (most recent call last, file, line, site-packages, python3)."""
@@ -397,29 +351,19 @@ def test_line_focus_reads_no_traceback_chrome() -> None:
         assert kept in got, kept
 
 
-def test_the_budget_left_shows_short_ranked_functions_whole_before_more_file_lines(tmp_path: Path) -> None:
-    """A ranked function a signature in the first pass, whose whole text costs a little more, is shown
-    whole before the leading files' further matching lines take what the budget has left (paramiko: a
-    14-line `Packetizer.readline` stayed a signature while file excerpts took 2,300 tokens)."""
-    from ctx_lsp.retrieval.pack import FULL_RANKS, pack
-    from ctx_lsp.retrieval.score import Candidate, Reason
-
-    helpers = "\n\n".join(f"def helper_{i}(pages):\n" + "".join(f"    pages[{j}] = pages[{j + i}]\n" for j in range(4))
-                          + f"    return pages[{i}]  # keep the watermark\n" for i in range(12))
-    big = {f"shop/big_{k}.py": "def stamp_all(pages):\n" + "".join(
-        f"    pages[{i}].watermark({i})\n" if i % 40 == 0 else f"    pages[{i}].ink({i})\n" for i in range(300))
-        for k in range(3)}
-    e = open_engine(tmp_path / "ws", {**PROJECT, **big, "shop/helpers.py": helpers}, tmp_path / "cache")
-    r = e.retriever
-    r.sync()
-    ranked = [Candidate(f"shop/helpers.py::helper_{i}", 0, [Reason("bm25", None, 2.0 - i / 100)], 2.0 - i / 100)
-              for i in range(12)]
-    focus = LineFocus.of(ISSUE, r.lexical.idf, r.lexical.df, r.lexical.n)
-    budget = 1500
-    task = pack(ranked, e.graph, r.source_lines, budget, focus=focus,
-                files=[*((p, 1.0) for p in sorted(big)), ("shop/helpers.py", 0.9)])
-    symbols = [i for i in task if i.node.qualname is not None]
-    assert len(symbols) == 12 and [i.detail for i in symbols][FULL_RANKS:] == ["full"] * (12 - FULL_RANKS), [
-        (i.node.id, i.detail) for i in task]
-    assert any(i.node.id in big for i in task)  # the leading files' lines take what is left
-    assert sum(i.tokens for i in task) <= budget
+def test_a_file_excerpt_leaves_out_the_stubs_of_a_function_shown() -> None:
+    """A file's excerpt does not show the `@overload` stubs of a function whose implementation an
+    item shows (tomlkit: eight `def item(...)` stubs filled a traceback file's excerpt); its other
+    lines that hold the task's terms stay, and without the implementation shown the stubs are lines
+    like any other."""
+    lines = _module_with_stubs()
+    impl = lines.index("def convert(value, *, price=None):") + 1
+    focus = LineFocus({"price": 3.0})
+    got = excerpt(lines, 1, len(lines), focus, 400, head=False, taken=frozenset({impl, impl + 1}))
+    assert got is not None
+    shown = {i for a, b in got.shown for i in range(a, b + 1)}
+    assert lines.index("REGISTRY = {'price': round_price}") + 1 in shown
+    stubs = {i + 1 for i, ln in enumerate(lines) if ln.startswith("def convert(value: ")}
+    assert not shown & stubs, got.text
+    alone = excerpt(lines, 1, len(lines), focus, 400, head=False)
+    assert alone is not None and stubs <= {i for a, b in alone.shown for i in range(a, b + 1)}

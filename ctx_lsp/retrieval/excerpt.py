@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ctx_lsp.retrieval.text import identifiers, query_terms, terms
+from ctx_lsp.retrieval.text import identifiers, terms
 from ctx_lsp.retrieval.tokens import count_tokens
 
 CONTEXT = 2  # lines shown on each side of a line that matches the task
@@ -21,10 +21,6 @@ HEAD_LINES = 8  # a def/class header split over more lines than this is cut
 MAX_WINDOWS = 40  # best-matching lines tried per excerpt
 GAP_TOKENS = 10  # a gap marker's tokens, for the estimate
 PROSE_WEIGHT = 0.3  # a docstring or comment line's share of its score
-IMPORT_WEIGHT = 0.3  # a file's import line: it says the file uses a name, seldom where the task is
-STRONG_SHARE = 0.5  # `strong` excerpts: lines scoring at least this share of the best line
-COMMON_LINES = 0.03  # a file excerpt reads no term on more than this share of the file's lines
-MIN_COMMON_LINES = 8  # ... or on more lines than this, in a small file
 COMMON_SHARE = 0.1  # terms in more of the workspace's chunks than this (self, return, value) say little about a line
 
 
@@ -35,37 +31,27 @@ class LineFocus:
     weights: dict[str, float]
     _seen: dict[str, float] = field(default_factory=dict, compare=False, repr=False)  # line -> score, per query
     _hits: dict[str, frozenset[str]] = field(default_factory=dict, compare=False, repr=False)  # identifier -> its weighted terms
-    _found: dict[str, frozenset[str]] = field(default_factory=dict, compare=False, repr=False)  # line -> its weighted terms
 
     @classmethod
     def of(cls, query: str, idf: Callable[[str], float], df: Callable[[str], int], chunks: int) -> LineFocus:
         """`idf`: a term's weight; `df`: how many of the workspace's `chunks` hold it."""
         most = max(2.0, COMMON_SHARE * chunks)
-        return cls({t: idf(t) for t in set(query_terms(query)) if 0 < df(t) <= most})
+        return cls({t: idf(t) for t in set(terms(query)) if 0 < df(t) <= most})
 
-    def found(self, line: str) -> frozenset[str]:
-        """The task's weighted terms in the line."""
-        got = self._found.get(line)
+    def score(self, line: str) -> float:
+        """The summed weight of the task's terms in the line, each counted once."""
+        if not self.weights:
+            return 0.0
+        got = self._seen.get(line)
         if got is None:
-            out: set[str] = set()
+            found: set[str] = set()
             for ident in set(identifiers(line)):
                 hit = self._hits.get(ident)
                 if hit is None:
                     hit = self._hits[ident] = frozenset(t for t in terms(ident) if t in self.weights)
-                out |= hit
-            got = self._found[line] = frozenset(out)
-        return got
-
-    def score(self, line: str, ignore: frozenset[str] = frozenset()) -> float:
-        """The summed weight of the task's terms in the line (but `ignore`), each counted once."""
-        if not self.weights:
-            return 0.0
-        if ignore:
-            return sum(sorted(self.weights[t] for t in self.found(line) - ignore))
-        got = self._seen.get(line)
-        if got is None:
+                found |= hit
             # summed in value order: a set's order changes with the process's string hashing
-            got = self._seen[line] = sum(sorted(self.weights[t] for t in self.found(line)))
+            got = self._seen[line] = sum(sorted(self.weights[t] for t in found))
         return got
 
 
@@ -84,32 +70,22 @@ class Excerpt:
 
 
 def excerpt(lines: list[str], start: int, end: int, focus: LineFocus, max_tokens: int,
-            head: bool = True, taken: frozenset[int] = frozenset(), strong: bool = False) -> Excerpt | None:
+            head: bool = True, taken: frozenset[int] = frozenset()) -> Excerpt | None:
     """Lines start..end (1-based, inclusive) cut down to at most `max_tokens`: the header (`head`),
-    then windows around the best-matching lines (`strong`: only those scoring at least STRONG_SHARE
-    of the best), leaving out `taken` (lines other items show). None when no line matches or
-    nothing fits beside the header."""
+    then windows around the best-matching lines, leaving out `taken` (lines other items show).
+    None when no line matches or nothing fits beside the header."""
     end = min(end, len(lines))
     if end < start:
         return None
     body_from = _head_end(lines, start, end) + 1 if head else start
     prose = prose_lines(lines, start, end)
-    imports: set[int] = set()
-    common: frozenset[str] = frozenset()
-    if not head:
-        # a file's excerpt: its import block and the stubs of a function shown whole repeat what other
-        # items show, and a term on many of its lines (`item` in items.py) tells none of them apart
-        imports = import_lines(lines, start, end)
+    if not head:  # a file's excerpt: the `@overload` stubs of a function an item shows repeat it
         taken = taken | overload_stubs(lines, start, end, taken)
-        common = file_common(lines, start, end, focus)
-    scored = sorted(((s * (PROSE_WEIGHT if i in prose else IMPORT_WEIGHT if i in imports else 1.0), i)
-                     for i in range(body_from, end + 1)
-                     if i not in taken and (s := focus.score(lines[i - 1], common)) > 0),
+    scored = sorted(((s * (PROSE_WEIGHT if i in prose else 1.0), i) for i in range(body_from, end + 1)
+                     if i not in taken and (s := focus.score(lines[i - 1])) > 0),
                     key=lambda si: (-si[0], si[1]))
     if not scored:
         return None
-    if strong:
-        scored = [si for si in scored if si[0] >= STRONG_SHARE * scored[0][0]]
     shown: set[int] = set(range(start, body_from))
     cost: dict[int, int] = {}
 
@@ -180,37 +156,9 @@ def prose_lines(lines: list[str], start: int, end: int) -> set[int]:
     return out
 
 
-_IMPORT = re.compile(r"[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]")
 _OVERLOAD = re.compile(r"([ \t]*)@(?:\w+\.)*overload[ \t]*(?:#.*)?$")
 _DECORATOR = re.compile(r"[ \t]*@")
 _DEF = re.compile(r"([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)")
-
-
-def file_common(lines: list[str], start: int, end: int, focus: LineFocus) -> frozenset[str]:
-    """The task's terms on more than COMMON_LINES of lines start..end (at least MIN_COMMON_LINES)."""
-    most = max(MIN_COMMON_LINES, COMMON_LINES * (end - start + 1))
-    seen: dict[str, int] = {}
-    for i in range(start, end + 1):
-        for t in focus.found(lines[i - 1]):
-            seen[t] = seen.get(t, 0) + 1
-    return frozenset(t for t, n in seen.items() if n > most)
-
-
-def import_lines(lines: list[str], start: int, end: int) -> set[int]:
-    """Lines start..end of `import` statements, a parenthesized or backslashed one's continuations too."""
-    out: set[int] = set()
-    going = ""  # what closes the statement being read: ")" or a line not ending in a backslash
-    for i in range(start, end + 1):
-        code = lines[i - 1].split("#", 1)[0].rstrip()
-        if going or _IMPORT.match(code):
-            out.add(i)
-            if going == ")":
-                going = "" if ")" in code else ")"
-            elif "(" in code and ")" not in code:
-                going = ")"
-            else:
-                going = "\\" if code.endswith("\\") else ""
-    return out
 
 
 def overload_stubs(lines: list[str], start: int, end: int, taken: frozenset[int]) -> set[int]:

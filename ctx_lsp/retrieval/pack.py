@@ -27,7 +27,6 @@ MODULE_HEAD = 40  # a module's full text is its first lines (imports, docstring,
 HEAD = "head"  # an item's detail in JSON when its text is a module's first lines (with `shown`)
 LEADING_FILES = 3  # task text: the files whose matching lines the pack shows even when no item reached them
 RESERVE_SHARE = 0.25  # task text: the share of the budget the first pass leaves for the leading files' lines
-CHEAP_UPGRADE = 150  # task text: a ranked function this many tokens from its whole text is shown whole first
 EXCERPT_SHARE = 0.15  # an excerpt of a long symbol or file takes at most this share of the budget
 TASK_FILES = 10  # task text: past the first FULL_RANKS candidates, only those of this many leading files are placed
 LEADING_SYMBOLS = 10  # task text: the symbol ranking's first functions, shown when no item shows them
@@ -131,14 +130,11 @@ def _taken(items: list[Item], path: str, but: Item | None = None) -> frozenset[i
 
 
 def _excerpt_of(node: Node, lines: list[str], focus: LineFocus, max_tokens: int,
-                taken: frozenset[int], strong: bool = False) -> Excerpt | None:
-    """`strong`: a module shows only its strongest lines (the pack's first pass: a weak line is a word
-    the file happens to use, and the symbols still to be placed say more)."""
+                taken: frozenset[int]) -> Excerpt | None:
     if node.kind == "commit" or max_tokens <= 0:
         return None
     if node.qualname is None:  # a module: its matching stretches, no header
-        return excerpt(lines, node.start_line, node.end_line, focus, max_tokens, head=False, taken=taken,
-                       strong=strong)
+        return excerpt(lines, node.start_line, node.end_line, focus, max_tokens, head=False, taken=taken)
     if node.kind not in ("function", "method", "test"):
         return None
     return excerpt(lines, node.start_line, node.end_line, focus, max_tokens, taken=taken)
@@ -234,7 +230,7 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
                 cap = min(remaining, int(EXCERPT_SHARE * budget))
                 if items and used + head + cap > FULL_SHARE * room:
                     cap = int(FULL_SHARE * room) - used - head
-                got = _excerpt_of(node, source(node.path), focus, cap, _taken(items, node.path), strong=True)
+                got = _excerpt_of(node, source(node.path), focus, cap, _taken(items, node.path))
                 if got is None:
                     continue
                 text, cost = got.text, count_tokens(got.text)
@@ -261,13 +257,6 @@ def _fill(items: list[Item], graph: CodeGraph, source: SourceLines, budget: int,
     upgrading items in rank order: a signature or reference to the full text when it fits (and
     holds no other item), else to an excerpt."""
     used = sum(it.tokens for it in items)
-    # first the ranked functions whose whole text costs little more than their signature: a short
-    # function shown whole says more per token than a file's further matching lines
-    for it in items:
-        if budget - used < 40:
-            return
-        if it.detail in ("signature", "reference") and it.node.kind in _SHOWN_KINDS:
-            used += _upgrade(it, items, source, budget, focus, min(budget - used, CHEAP_UPGRADE), whole=True)
     leading = symbols[:LEADING_SYMBOLS]
     for path, score in files[:LEADING_FILES]:
         used = _fill_symbols(items, graph, source, budget, focus, leading, used, path)
@@ -280,10 +269,9 @@ def _fill(items: list[Item], graph: CodeGraph, source: SourceLines, budget: int,
             used += _upgrade(it, items, source, budget, focus, left)
 
 
-def _upgrade(it: Item, items: list[Item], source: SourceLines, budget: int, focus: LineFocus, left: int,
-             whole: bool = False) -> int:
-    """`it` shown whole when it fits in `left` more tokens (and holds no other item), else (unless
-    `whole`) as an excerpt when that shows more; the tokens it grew by."""
+def _upgrade(it: Item, items: list[Item], source: SourceLines, budget: int, focus: LineFocus, left: int) -> int:
+    """`it` shown whole when it fits in `left` more tokens (and holds no other item), else as an
+    excerpt when that shows more; the tokens it grew by."""
     node = it.node
     head = _header_tokens(node)
     old = it.tokens - head
@@ -295,8 +283,6 @@ def _upgrade(it: Item, items: list[Item], source: SourceLines, budget: int, focu
         if text and cost <= MAX_FULL_SHARE * budget and cost - old <= left:
             it.detail, it.text, it.tokens, it.shown = "full", text, cost + head, None
             return cost - old
-    if whole:
-        return 0
     got = _excerpt_of(node, source(node.path), focus, min(old + left, int(EXCERPT_SHARE * budget)),
                       _taken(items, node.path, but=it))
     if got is not None and (cost := count_tokens(got.text)) > old:
