@@ -748,6 +748,7 @@ def test_two_prose_words_reach_the_identifier_that_joins_them(tmp_path: Path) ->
     issue = ("Upload loses the file name\n\nWhen the uploaded file name has a slash in it, the server saves the "
              "upload somewhere else than the folder the form names.\n")
     assert query_terms(issue) == terms(issue)  # task text: its long prose joins no words
+    assert query_terms("Upload loses the file name", joined=False) == terms("Upload loses the file name")  # its title
     files = {
         "web/utils.py": "def secure_filename(raw):\n    return raw.replace('/', '_')\n",
         "web/paths.py": "def strip_separators(path):\n    return path.strip('/')\n\n\ndef join(a, b):\n    return a + b\n",

@@ -481,10 +481,10 @@ class Retriever:
             extra["rare"] = self.file_lexical.rare_matches(q.plan.query)
             title = issue_title(q.plan.query)
             if 0 < len(title) < len(q.plan.query.strip()):
-                extra["title-bm25"] = dict(self.file_lexical.search(title, top=LEXICAL_FILES))
+                extra["title-bm25"] = dict(self.file_lexical.search(title, top=LEXICAL_FILES, joined=False))
                 extra["title-symbol"] = self._title_symbols(title, q.features)
             if q.evidence.prose.strip() and q.evidence.prose != q.evidence.text.strip():  # as written, not as searched
-                extra["prose-bm25"] = dict(self.file_lexical.search(q.evidence.prose, top=LEXICAL_FILES))
+                extra["prose-bm25"] = dict(self.file_lexical.search(q.evidence.prose, top=LEXICAL_FILES, joined=False))
             chunks: dict[str, float] = {}
             hits = q.chunk_hits if q.chunk_hits is not None else self.lexical.search(q.plan.query, top=200)
             for node_id, score in hits:

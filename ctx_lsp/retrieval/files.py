@@ -101,8 +101,10 @@ class FileLexicalIndex:
             self._norm = {p: K1 * (1 - B + B * n / avgdl) for p, n in self.length.items()}
         return self._norm
 
-    def search(self, query: str, keep: Callable[[str], bool] | None = None, top: int = 50) -> list[tuple[str, float]]:
-        q = Counter(query_terms(query))
+    def search(self, query: str, keep: Callable[[str], bool] | None = None, top: int = 50,
+               joined: bool = True) -> list[tuple[str, float]]:
+        """`joined` False: no joined prose words (`text.query_terms`), for task text's parts."""
+        q = Counter(query_terms(query, joined))
         n = len(self.length)
         if not q or not n:
             return []

@@ -116,15 +116,16 @@ def compounds(text: str) -> list[str]:
     return out
 
 
-def query_terms(text: str) -> list[str]:
+def query_terms(text: str, joined: bool = True) -> list[str]:
     """The terms a query searches for: `terms`, then, for a question, its `compounds` that are not
-    terms already. Not for task text (a pasted issue): there most adjacent words of its long prose
-    name nothing, and their joins moved the dev split's files (rank 1 lost on 4 issues, gained on 1)."""
+    terms already. Not for task text (a pasted issue, or its title: `joined` False): there most
+    adjacent words of its prose name nothing, and their joins moved the dev split's files (rank 1 lost
+    on 4 issues, gained on 1)."""
     # evidence imports nothing of ours: imported here, text.py stays a leaf module at import time
     from ctx_lsp.retrieval.evidence import is_task_text
 
     out = terms(text)
-    if is_task_text(text):
+    if not joined or is_task_text(text):
         return out
     have = set(out)
     out.extend(t for t in compounds(text) if t not in have)
