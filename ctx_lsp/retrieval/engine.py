@@ -38,7 +38,7 @@ from ctx_lsp.retrieval.memory import EpisodicMemory, WorkingMemory
 from ctx_lsp.retrieval.pack import pack
 from ctx_lsp.retrieval.plan import EXPLICIT_SYMBOL, IMPLICIT_CONTEXT, Plan, make_plan
 from ctx_lsp.retrieval.score import Candidate, Candidates
-from ctx_lsp.retrieval.seeds import history_seeds, test_seeds
+from ctx_lsp.retrieval.seeds import history_seeds, in_function_body, test_seeds
 from ctx_lsp.retrieval.symbols import rank_symbols
 from ctx_lsp.retrieval.text import composed, identifier_form, split_identifier, terms
 
@@ -49,7 +49,6 @@ log = logging.getLogger(__name__)
 
 TEST_PRIOR = 0.6
 # operators whose answer is other code than the named target
-_FUNCTION_KINDS = frozenset({"function", "method", "test"})  # a def inside one of these is local to it
 CURSOR_TESTS = 15  # the cursor pack's tests (tests_for), at most
 W_CURSOR_TEST = 0.4  # a test covering the cursor's symbol or calling it
 W_CURSOR_REACHED = 0.3  # a test reaching it through its callers
@@ -295,14 +294,7 @@ class Retriever:
         test defines in its body."""
         g = self.engine.graph
         word = identifier_form(word)
-        for n in g.symbols_named(word):
-            if n.name != word:
-                continue
-            parent = n.qualname.rpartition(".")[0] if n.qualname else ""
-            outer = g.node(f"{n.path}::{parent}") if parent else None
-            if outer is None or outer.kind not in _FUNCTION_KINDS:
-                return True
-        return False
+        return any(n.name == word and not in_function_body(g, n) for n in g.symbols_named(word))
 
     # -- the read path ------------------------------------------------------------------------
     def context(self, query: str, budget: int = 4000, *, path: str | None = None, line: int | None = None,
@@ -444,7 +436,7 @@ class Retriever:
         # what only working memory brought (the last answer, the open files) is no described target: a
         # session would answer "who calls frobnicate_widget" with the callers of the last question's symbol
         pool = [c.node_id for c in ranked[:8] if self._is_symbol_node(c.node_id) and prior(c.node_id) == 1.0
-                and not all(r.via == "working-memory" for r in c.reasons)]
+                and not c.memory_only]
         kinds = _target_kinds(plan)
         target = next((nid for nid in pool if self.engine.graph.node(nid).kind in kinds), None)  # type: ignore[union-attr]
         target = target or (pool[0] if pool else None)
@@ -597,7 +589,7 @@ class Retriever:
     def _best_symbols(self, cands: Candidates, lexical: list[str], n: int) -> list[str]:
         out = [nid for nid in lexical if self._is_symbol_node(nid)][:n]
         if not out:  # not what working memory alone brought: the question is not about the last answer
-            out = [c.node_id for c in cands.ranked() if not all(r.via == "working-memory" for r in c.reasons)][:n]
+            out = [c.node_id for c in cands.ranked() if not c.memory_only][:n]
         return out
 
     def _place_of(self, place: tuple[str, int]) -> tuple[str | None, int | None]:

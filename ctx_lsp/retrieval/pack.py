@@ -181,7 +181,7 @@ def pack(ranked: list[Candidate], graph: CodeGraph, source: SourceLines, budget:
         # working memory adds its items and takes no one's rank: a session's answer differs from a
         # one-shot run's by those items only, not by an item cut to a signature for them
         rank = pos - nudged
-        if cand.reasons and all(r.via == "working-memory" for r in cand.reasons):
+        if cand.memory_only:
             nudged += 1
         node = graph.node(cand.node_id)
         if node is None:

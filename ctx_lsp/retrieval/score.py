@@ -27,6 +27,12 @@ class Candidate:
     reasons: list[Reason] = field(default_factory=list)
     score: float = 0.0
 
+    @property
+    def memory_only(self) -> bool:
+        """Whether working memory alone brought it (an open file, the last answer): it adds an item to a
+        session's pack and is no target, expansion source or rank another item yields to."""
+        return bool(self.reasons) and all(r.via == "working-memory" for r in self.reasons)
+
 
 class Candidates:
     """The pool: add contributions, then `ranked()` scores every candidate once."""

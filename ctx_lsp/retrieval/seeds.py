@@ -100,13 +100,14 @@ def symbol_seeds(r: Retriever, plan: Plan, cands: Candidates) -> list[str]:
 
 
 _CALLABLE = ("function", "class", "method")
+_FUNCTION_KINDS = frozenset({"function", "method", "test"})  # a def inside one of these is local to it
 
 
 def in_function_body(g: CodeGraph, n: Node) -> bool:
     """Whether `n` is defined inside a function, method or test (a closure, a test's local helper)."""
     parent = n.qualname.rpartition(".")[0] if n.qualname else ""
     outer = g.node(f"{n.path}::{parent}") if parent else None
-    return outer is not None and outer.kind in ("function", "method", "test")
+    return outer is not None and outer.kind in _FUNCTION_KINDS
 
 
 W_SOFT = 2.2
