@@ -123,6 +123,52 @@ def test_a_class_that_gains_a_base_re_evaluates_its_methods(tmp_path: Path, look
     assert got == want, diff(got, want)
 
 
+# a class defined twice, the second with an `@overload` of a method: extraction files the overload's
+# sites under the second class's first `head` (A#2.head), so its flows belong there too (stop 58's fuzzing)
+TWICE = """class A:
+    def head(self, h):
+        self.write(h)
+
+
+class A:
+    def head(self, h):
+        self.write(h)
+
+    @overload
+    def head(self, n):
+        self.head(n)
+"""
+
+
+def test_the_flows_of_a_method_of_a_class_defined_twice_are_scoped_as_its_sites() -> None:
+    from ctx_lsp.index.extract import extract
+
+    facts = extract("m.py", TWICE)
+    scope_at = {s.line: s.scope for s in facts.sites}
+    flows = [f for f in facts.flows if f[1] != "decor"]
+    assert {f[2] for f in flows} == {2, 3, 7, 8, 11, 12}
+    for f in flows:
+        assert f[0] == scope_at.get(f[2], f[0]) and f[0] == ("A.head" if f[2] <= 3 else "A#2.head"), f
+    assert [f[5] for f in facts.flows if f[1] == "decor"] == ["A#2.head"]  # the decorated def, named as extracted
+
+
+@pytest.mark.parametrize("how", ["refresh", "update_file"])
+def test_a_base_given_to_the_first_of_two_same_named_classes_equals_a_scratch_build(tmp_path: Path, how: str) -> None:
+    """The second class's method group is kept; the first's is evaluated again and reads only its own class."""
+    root = tmp_path / "ws"
+    _write(root, {"m.py": TWICE, "other.py": "x = 1\n"})  # a second file: else every binding is re-bound
+    index = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
+    index.load_or_build()
+    after = TWICE.replace("class A:", "class A(Mixin):", 1)
+    (root / "m.py").write_text(after, encoding="utf-8")
+    if how == "refresh":
+        index.refresh()
+    else:
+        index.update_file("m.py", after, overlay=True)
+    got, want = comparable(index), _scratch(root, tmp_path / "scratch")
+    assert got == want, diff(got, want)
+
+
 def _pooled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, str], WorkspaceIndex]:
     """Twelve apps over one util module, indexed by an index whose updates of 8 files or more bind in
     a fork pool."""

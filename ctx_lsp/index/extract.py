@@ -107,20 +107,27 @@ def extract(path: str, text: str, digest: str | None = None) -> FileFacts:
 def own_flows(flows: list[Any], defs: list[Def]) -> list[Any]:
     """`flows` with each one's scope (and a decorator flow's decorated def) named as extraction names
     it: a def defined again elsewhere is `name#2` (`_Visitor.function`), the flow walk knows only
-    `name`; the def of that name whose lines hold the flow is its scope."""
-    spans: dict[str, list[tuple[int, int, str]]] = {}
-    for d in defs:
-        if "#" in d.qual:
-            spans.setdefault(python_qualname(d.qual), []).append((d.start, d.end, d.qual))
-    if not spans:
+    `name`. Each part of a walked name is the def of that name, under the part before it as named here,
+    whose lines hold the flow; where none does (an `@overload` or branch that extraction files under
+    the first def of its name) the part is kept as written, under that parent: the first def's name.
+    Part by part, so a method of a class defined twice is scoped under the class that holds it."""
+    if not any("#" in d.qual for d in defs):
         return flows
+    children: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
     for d in defs:
-        if d.qual in spans:
-            spans[d.qual].append((d.start, d.end, d.qual))
+        parent, _, last = d.qual.rpartition(".")
+        children.setdefault((parent, python_qualname(last)), []).append((d.start, d.end, d.qual))
+    memo: dict[tuple[str, int], str] = {}
 
     def named(qual: str, line: int) -> str:
-        found = [(end - start, q) for start, end, q in spans.get(qual, ()) if start <= line <= end]
-        return min(found)[1] if found else qual
+        got = memo.get((qual, line))
+        if got is None:
+            cur = ""
+            for part in qual.split("."):
+                found = [(end - start, q) for start, end, q in children.get((cur, part), ()) if start <= line <= end]
+                cur = min(found)[1] if found else f"{cur}.{part}" if cur else part
+            got = memo[(qual, line)] = cur
+        return got
 
     out = []
     for f in flows:
