@@ -40,7 +40,12 @@ Per root, with a fresh cache directory:
   switch_update_phases_s: where that fresh process spent the update (WorkspaceIndex.phases); switch_update_counts: its files extracted (`partial`: of those, built
   from the facts of their kept top-level statements, index/statement_reuse.py), reused and re-bound;
   switch_floor_ratio: the update without its extraction phase, over switch_cold_s (what reusing facts
-  below the file could reach at best, loading and re-binding as they are). --switch-runs N repeats the
+  below the file could reach at best, loading and re-binding as they are); switch_cold_cpu_s /
+  switch_update_cpu_s / switch_cpu_ratio: the CPU seconds (workers included, interpreter start
+  included, the forked cache writer not) of the cold process and of that fresh process to queryable,
+  and their ratio: how much of a cold index's work the checkout does, whatever the cores make of it;
+  switch_daemon_cpu_s / switch_daemon_cpu_ratio: the daemon's own CPU seconds for its call (its
+  refresh, the pool workers it reaped; /proc, Linux), over its own cold CPU. --switch-runs N repeats the
   whole measure and reports medians (switch_runs: N).
 - cold_phases_s / warm_phases_s: where those two processes spent their time (WorkspaceIndex.phases:
   load, discover, decode, install, extract, bind, graph, flow, save, and the coverage/history producers).
@@ -105,6 +110,17 @@ def _rss_mb(who: int = resource.RUSAGE_SELF) -> float:
     return round(resource.getrusage(who).ru_maxrss * scale / (1024 * 1024), 1)
 
 
+def _emit_cpu() -> None:
+    """After "queryable" (off the clock): the CPU seconds this process and its pool workers spent to
+    get there, interpreter start included. The workers a pool leaves to be reaped later are reaped
+    first so that their time counts; the forked cache writer is not waited for, so its time does not."""
+    from ctx_lsp.index.forkpool import reap_exited
+
+    reap_exited(10.0)
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    _emit("cpu", cpu_s=me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime)
+
+
 def _emit(kind: str, **data: Any) -> None:
     print(_PREFIX + json.dumps({"event": kind, **data}), flush=True)
 
@@ -131,6 +147,7 @@ def child_cold(root: Path, cache: Path, refine: bool, budget: float | None) -> N
     lines = sum(f.lines for f in index.facts.values())
     _emit("queryable", files=len(index.facts), lines=lines, rss_mb=_rss_mb(),
           workers_rss_mb=_rss_mb(resource.RUSAGE_CHILDREN), phases=index.phases)
+    _emit_cpu()
     if not refine:
         return
     from ctx_lsp.index.refine import refine_index
@@ -197,6 +214,7 @@ def child_warm(root: Path, cache: Path, edits: int, queries: int, seed: int) -> 
     _emit("queryable", warm=report.warm, rss_mb=_rss_mb(), phases=engine.index.phases,
           counts={"extracted": report.extracted, "partial": report.partial, "reused": report.reused,
                   "rebound": report.rebound})
+    _emit_cpu()
 
     rng = random.Random(seed)
     q_ms: list[float] | None = []
@@ -408,6 +426,23 @@ def _queryable(events: list[tuple[float, dict[str, Any]]]) -> tuple[float, dict[
     raise RuntimeError("benchmark subprocess never became queryable")
 
 
+def _cpu(events: list[tuple[float, dict[str, Any]]]) -> float | None:
+    """The CPU seconds a child reported after becoming queryable (see _emit_cpu)."""
+    return next((e["cpu_s"] for _, e in events if e.get("event") == "cpu"), None)
+
+
+def _process_cpu(cache: Path) -> float | None:
+    """CPU seconds so far of the daemon serving `cache` and of the children it reaped (its pool
+    workers), from /proc (Linux); None where that cannot be read."""
+    try:
+        info = next(cache.rglob("daemon.json"))
+        pid = int(json.loads(info.read_text())["pid"])
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+    except (StopIteration, OSError, ValueError, KeyError):
+        return None
+
+
 def measure_switch(root: Path, other: Path) -> dict[str, Any]:
     """A checkout that changes many files (a branch switch, a pull): a copy of ROOT indexed cold, then
     turned into OTHER (another version of the same project); the update timed two ways, each beside that
@@ -434,15 +469,25 @@ def measure_switch(root: Path, other: Path) -> dict[str, Any]:
                 out["switch_server_settle_ratio"] = round(got["settle_s"] / out["switch_cold_s"], 3)
                 out["switch_server_cold_s"] = round(got["indexed_s"], 3)
                 continue
-            t_cold, _ = _queryable(_events(*_spawn(["cold", str(tree), str(cache)])))
+            cold_events = _events(*_spawn(["cold", str(tree), str(cache)]))
+            t_cold, _ = _queryable(cold_events)
             out.setdefault("switch_cold_s", round(t_cold, 3))
+            cpu_cold = _cpu(cold_events)
             if how == "process":
                 out["switch_files"] = _sync_tree(tree, other)
                 args = ["warm", str(tree), str(cache), "--edits", "0", "--queries", "0"]
-                t_upd, event = _queryable(_events(*_spawn(args)))
+                upd_events = _events(*_spawn(args))
+                t_upd, event = _queryable(upd_events)
                 phases = dict(event.get("phases") or {})
                 out["switch_update_s"] = round(t_upd, 3)
                 out["switch_ratio"] = round(t_upd / t_cold, 3)
+                # the same two processes' CPU seconds (workers included): how much of a cold index's
+                # work the update does, whatever the cores make of it
+                cpu_upd = _cpu(upd_events)
+                if cpu_cold and cpu_upd is not None:
+                    out["switch_cold_cpu_s"] = round(cpu_cold, 3)
+                    out["switch_update_cpu_s"] = round(cpu_upd, 3)
+                    out["switch_cpu_ratio"] = round(cpu_upd / cpu_cold, 3)
                 out["switch_update_phases_s"] = {k: round(v, 3) for k, v in phases.items()}
                 # files extracted (`partial` of them from their kept statements) and re-bound
                 out["switch_update_counts"] = dict(event.get("counts") or {})
@@ -461,9 +506,15 @@ def measure_switch(root: Path, other: Path) -> dict[str, Any]:
             try:
                 if how == "daemon":
                     _sync_tree(tree, other)
+                    before = _process_cpu(cache)
                     t_d, _ = _run_cli(["context", *common, "who calls main"], env)
+                    after = _process_cpu(cache)
                     out["switch_daemon_s"] = round(t_d, 3)
                     out["switch_daemon_ratio"] = round(t_d / t_cold, 3)
+                    if before is not None and after is not None and cpu_cold:
+                        # the daemon's CPU for that call (its refresh and the workers it reaped by then)
+                        out["switch_daemon_cpu_s"] = round(after - before, 3)
+                        out["switch_daemon_cpu_ratio"] = round((after - before) / cpu_cold, 3)
                     continue
                 settle = _watched_checkout(tree, other, cache)
                 out["switch_watch_settle_s"] = round(settle, 3)

@@ -127,6 +127,11 @@ def test_switch_lays_out_the_other_version_and_times_the_update(tmp_path: Path) 
     phases = row["switch_update_phases_s"]
     assert phases["extract"] > 0 and "bind" in phases
     assert 0 <= row["switch_floor_ratio"] < row["switch_ratio"]
+    # CPU seconds beside the wall times (on a tree this small both processes are mostly interpreter start)
+    assert row["switch_update_cpu_s"] > 0 and row["switch_cold_cpu_s"] > 0
+    assert row["switch_cpu_ratio"] == pytest.approx(row["switch_update_cpu_s"] / row["switch_cold_cpu_s"], abs=0.02)
+    if sys.platform.startswith("linux"):  # the daemon's CPU, read from /proc in clock ticks: its refresh alone
+        assert 0 <= row["switch_daemon_cpu_s"] < row["switch_cold_cpu_s"] and row["switch_daemon_cpu_ratio"] >= 0
     # store.py and new.py extracted, store.py from its kept statement (`keep`), both re-bound
     counts = row["switch_update_counts"]
     assert counts["extracted"] == 2 and counts["partial"] == 1 and counts["rebound"] >= 2
