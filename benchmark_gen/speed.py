@@ -45,7 +45,9 @@ Per root, with a fresh cache directory:
   included, the forked cache writer not) of the cold process and of that fresh process to queryable,
   and their ratio: how much of a cold index's work the checkout does, whatever the cores make of it;
   switch_daemon_cpu_s / switch_daemon_cpu_ratio: the daemon's own CPU seconds for its call (its
-  refresh, the pool workers it reaped; /proc, Linux), over its own cold CPU. --switch-runs N repeats the
+  refresh, the pool workers it reaped; /proc, Linux), over its own cold CPU; switch_daemon_back_s /
+  switch_daemon_back_ratio: that daemon's next call after the tree was turned back into ROOT (facts
+  and bindings of the tree before the checkout taken back: index/workspace.py _TreeBefore). --switch-runs N repeats the
   whole measure and reports medians (switch_runs: N).
 - cold_phases_s / warm_phases_s: where those two processes spent their time (WorkspaceIndex.phases:
   load, discover, decode, install, extract, bind, graph, flow, save, and the coverage/history producers).
@@ -515,6 +517,10 @@ def measure_switch(root: Path, other: Path) -> dict[str, Any]:
                         # the daemon's CPU for that call (its refresh and the workers it reaped by then)
                         out["switch_daemon_cpu_s"] = round(after - before, 3)
                         out["switch_daemon_cpu_ratio"] = round((after - before) / cpu_cold, 3)
+                    _sync_tree(tree, root)  # and back, as after reviewing a branch: the same daemon's next call
+                    t_b, _ = _run_cli(["context", *common, "who calls main"], env)
+                    out["switch_daemon_back_s"] = round(t_b, 3)
+                    out["switch_daemon_back_ratio"] = round(t_b / t_cold, 3)
                     continue
                 settle = _watched_checkout(tree, other, cache)
                 out["switch_watch_settle_s"] = round(settle, 3)

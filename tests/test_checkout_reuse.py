@@ -214,3 +214,91 @@ def test_an_empty_store_of_previous_versions_is_none() -> None:
     assert not store and not store.holds("a.py", "d")
     store.load(pack_records({"a.py\0d": b"x"}))
     assert store and store.holds("a.py", "d") and not store.holds("a.py", "e")
+
+
+# -- the bindings of the tree before the last checkout ---------------------------------------------
+# ten modules over one base: version B changes the base's interface and every module, removes one and
+# adds one (12 files: a checkout, not an edit), so re-binding is needed both ways
+WIDE_A = {"pkg/__init__.py": "", "pkg/base.py": "def helper():\n    return 1\n\n\nclass Base:\n    def run(self):\n        return helper()\n"}
+WIDE_A |= {f"pkg/m{i}.py": f"from pkg.base import Base, helper\n\n\nclass M{i}(Base):\n    def go(self):\n        return self.run() + helper()\n"
+           for i in range(10)}
+WIDE_A["pkg/gone.py"] = "from pkg.m0 import M0\n\n\ndef old():\n    return M0().go()\n"
+WIDE_B = {"pkg/base.py": "def helper2():\n    return 2\n\n\nclass Base:\n    def run(self):\n        return helper2()\n\n    def stop(self):\n        return None\n"}
+WIDE_B |= {f"pkg/m{i}.py": f"from pkg.base import Base, helper2\n\n\nclass M{i}(Base):\n    def go(self):\n        return self.stop() or helper2()\n"
+           for i in range(10)}
+WIDE_B["pkg/new.py"] = "from pkg.m1 import M1\n\n\ndef fresh():\n    return M1().go()\n"
+
+
+def _lay_out(root: Path, files: dict[str, str], absent: tuple[str, ...]) -> None:
+    write_tree(root, files)
+    for rel in absent:
+        (root / rel).unlink(missing_ok=True)
+
+
+def _to_wide_a(root: Path) -> None:
+    _lay_out(root, {k: v for k, v in WIDE_A.items() if k in WIDE_B or k == "pkg/gone.py"}, ("pkg/new.py",))
+
+
+def _to_wide_b(root: Path) -> None:
+    _lay_out(root, WIDE_B, ("pkg/gone.py",))
+
+
+def _same_as_scratch(ix: WorkspaceIndex, root: Path, cache: Path) -> None:
+    from test_incremental import comparable, diff
+
+    got, want = comparable(ix), comparable(_open(root, cache)[0])
+    assert got == want, diff(got, want)
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_a_checkout_back_takes_back_the_bindings_the_checkout_replaced(tmp_path: Path, pooled: bool,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Switching between two branches binds once per direction at most: on the way back every file is
+    as it was before the last checkout, so the bindings it replaced are taken back, and the index
+    equals a scratch build each time (pooled: as bound by forked workers, the bindings held packed)."""
+    from ctx_lsp.index import workspace as ws_mod
+
+    root = tmp_path / "ws"
+    write_tree(root, WIDE_A)
+    ix = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=2 if pooled else 1)
+    if pooled:
+        monkeypatch.setattr(ws_mod, "PARALLEL_THRESHOLD", 4)
+        ix.fork_safe = True
+    ix.load_or_build()
+    assert ix.graph.has_edge("pkg/m3.py::M3.go", "pkg/base.py::helper")
+
+    _to_wide_b(root)
+    ix.refresh()
+    assert ix.restored == 0  # a first checkout binds
+    assert ix.graph.has_edge("pkg/m3.py::M3.go", "pkg/base.py::Base.stop")
+    _same_as_scratch(ix, root, tmp_path / "scratch_b")
+
+    for n, (lay_out, version) in enumerate([(_to_wide_a, "a"), (_to_wide_b, "b"), (_to_wide_a, "a")]):
+        lay_out(root)
+        ix.refresh()
+        assert ix.restored >= 12, version  # the changed files and the base's dependents: none bound again
+        assert ix.graph.has_edge("pkg/m3.py::M3.go", "pkg/base.py::helper") == (version == "a")
+        _same_as_scratch(ix, root, tmp_path / f"scratch_{n}")
+
+
+def test_an_edit_or_another_version_between_checkouts_binds_as_usual(tmp_path: Path) -> None:
+    """Only the last large update's replaced bindings are kept, and only a tree that is exactly as it
+    was before it takes them back."""
+    root = tmp_path / "ws"
+    write_tree(root, WIDE_A)
+    ix = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
+    ix.load_or_build()
+    _to_wide_b(root)
+    ix.refresh()
+    # an edit (one file) after the checkout: what the tree was before the checkout is forgotten
+    ix.update_file("pkg/m5.py", WIDE_B["pkg/m5.py"] + "\n\nEXTRA = 1\n")
+    _to_wide_a(root)
+    ix.refresh()
+    assert ix.restored == 0
+    _same_as_scratch(ix, root, tmp_path / "scratch_1")
+
+    # back to B but for one file: not the tree before the last checkout
+    _lay_out(root, {**WIDE_B, "pkg/m7.py": WIDE_B["pkg/m7.py"].replace("helper2()", "helper2() + 7")}, ("pkg/gone.py",))
+    ix.refresh()
+    assert ix.restored == 0
+    _same_as_scratch(ix, root, tmp_path / "scratch_2")

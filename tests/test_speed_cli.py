@@ -114,6 +114,7 @@ def test_switch_lays_out_the_other_version_and_times_the_update(tmp_path: Path) 
     row = measure_switch(a, b)
     assert row["switch_files"] == 3
     for key in ("switch_cold_s", "switch_update_s", "switch_daemon_s", "switch_ratio", "switch_daemon_ratio",
+                "switch_daemon_back_s", "switch_daemon_back_ratio",
                 "switch_watch_call_s", "switch_watch_call_ratio"):
         assert isinstance(row[key], float) and row[key] > 0, key
     # the watching daemon refreshed in the background once the layout settled (it has to see the changes)

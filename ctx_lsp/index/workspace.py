@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from ctx_lsp.index.bind import Binder, FileBinding, PriorBinding
 from ctx_lsp.index.discovery import DELETED, FileFilter, discover, read_source, too_large
@@ -99,6 +99,22 @@ class FileState:
     mtime_ns: int
     digest: str
     overlay: bool = False  # content came from an editor buffer, not the disk
+
+
+# an update changing at least this many files (a checkout, a pull; not an editor's edit) keeps what the
+# tree was before it (_TreeBefore), for a checkout back
+TREE_BEFORE_FILES = 8
+
+
+class _TreeBefore(NamedTuple):
+    """The tree before the last update that changed many files: every file's content digest, and the
+    bindings that update replaced (of the files it re-bound or removed). A file's binding is a function
+    of every file's facts, and facts of (path, content): when a later update brings every file back to
+    these digests (a branch switched and back, a stash popped), these bindings are the ones a build
+    would make, and nothing needs binding again."""
+
+    digests: dict[str, str]
+    bindings: dict[str, FileBinding]
 
 
 @dataclass
@@ -480,6 +496,8 @@ class WorkspaceIndex:
         self.reused = 0  # files the last extraction took from `previous` instead of extracting
         self.kept = 0  # files the last extraction kept as they were (stat changed, content not)
         self.partial = 0  # files the last extraction built partly from their kept statements' facts
+        self._tree_before: _TreeBefore | None = None  # see _TreeBefore; only the last large update's
+        self.restored = 0  # bindings the last update took back from _tree_before instead of binding
         self.overlay_text: dict[str, str] = {}  # editor buffers (unsaved text), by path
         self._clean_overlays: dict[str, tuple[tuple[str, int, int], bool]] = {}  # see _same_as_disk
         # True: a build or refresh writes the cache from a forked child while this process goes on to
@@ -610,6 +628,7 @@ class WorkspaceIndex:
                  flow: list[Edge] | None = None) -> None:
         self.facts = dict(facts)
         self.bindings = {p: b for p, b in bindings.items() if p in facts}
+        self._tree_before = None
         self.ws = Workspace(self.facts)
         # every node exists before any edge is added, so no relink pass is needed
         self.graph.bulk_load({p: nodes_of(f) for p, f in self.facts.items()},
@@ -837,15 +856,34 @@ class WorkspaceIndex:
     def _apply_changes(self, changed: dict[str, FileFacts | None], progress: Progress | None,
                        replaced: list[FileFacts]) -> int:
         old_ws = self.ws
-        rebind_all = bool(self.bindings) and _rebinds_all(len(changed), len(self.facts))
-        old_iface = {} if rebind_all else {p: _interface(self.facts[p]) for p in changed if p in self.facts}
+        # what the tree was before the last large update, and whether this one brings it back
+        last, self._tree_before = self._tree_before, None
+        before: dict[str, str] | None = None
+        back: dict[str, FileBinding] | None = None
+        if len(changed) >= TREE_BEFORE_FILES:
+            before = {p: f.digest for p, f in self.facts.items()}
+            if last is not None:
+                after = dict(before)
+                for p, f in changed.items():
+                    if f is None:
+                        after.pop(p, None)
+                    else:
+                        after[p] = f.digest
+                if after == last.digests and all(p in last.bindings for p, f in changed.items() if f is not None):
+                    back = last.bindings
+        replaced_bindings: dict[str, FileBinding] = {}  # what this update replaces, for a checkout back
+        rebind_all = back is None and bool(self.bindings) and _rebinds_all(len(changed), len(self.facts))
+        old_iface = {} if rebind_all or back is not None else {
+            p: _interface(self.facts[p]) for p in changed if p in self.facts}
         self._remember_flow_inputs(p for p, f in changed.items() if f is None)
         bound_from = {p: self.facts[p] for p in changed if p in self.facts}  # what the old bindings read
         added_or_removed = any((p in self.facts) != (f is not None) for p, f in changed.items())
         for p, f in changed.items():
             if f is None:
                 self.facts.pop(p, None)
-                self.bindings.pop(p, None)
+                gone = self.bindings.pop(p, None)
+                if gone is not None:
+                    replaced_bindings[p] = gone
             else:
                 self.facts[p] = f
         if added_or_removed or old_ws.facts is not self.facts:
@@ -859,7 +897,11 @@ class WorkspaceIndex:
         # Only files bound before and not re-bound anyway can be affected; a cold build has none, and
         # working out the changed keys would be pure cost there.
         priors: dict[str, PriorBinding] = {}
-        if rebind_all:
+        if back is not None:
+            # every file is as it was before the last update: the bindings that update replaced are
+            # right again, and every other file's binding has not changed since
+            rebind = {p for p in back if p in self.facts}
+        elif rebind_all:
             rebind |= set(self.facts)
         elif any(p not in rebind for p in self.bindings) or any(p not in rebind for p in ws.canonical):
             keys = self._changed_keys(changed, old_iface, old_ws)
@@ -890,11 +932,21 @@ class WorkspaceIndex:
 
         ph = self.phases
         with _timed(ph, "bind"):
-            results = self._bind_many(order, progress, priors, sorted(changed), place_nodes)
+            if back is not None:
+                place_nodes()  # as before an in-process binding (`while_binding` only runs beside a pool)
+                results = [back[p] for p in order]
+            else:
+                results = self._bind_many(order, progress, priors, sorted(changed), place_nodes)
+        self.restored = len(results) if back is not None else 0
         with _timed(ph, "graph"):
             for b in results:
+                held = self.bindings.get(b.path)
+                if held is not None:
+                    replaced_bindings[b.path] = held
                 self.bindings[b.path] = b
                 self.graph.set_edges(b.path, b.edges)
+        if before is not None:
+            self._tree_before = _TreeBefore(before, replaced_bindings)
         with _timed(ph, "flow"):
             self._update_flow(set(order) | {p for p, f in changed.items() if f is None})
         with _timed(ph, "graph"):
