@@ -223,6 +223,7 @@ WIDE_A = {"pkg/__init__.py": "", "pkg/base.py": "def helper():\n    return 1\n\n
 WIDE_A |= {f"pkg/m{i}.py": f"from pkg.base import Base, helper\n\n\nclass M{i}(Base):\n    def go(self):\n        return self.run() + helper()\n"
            for i in range(10)}
 WIDE_A["pkg/gone.py"] = "from pkg.m0 import M0\n\n\ndef old():\n    return M0().go()\n"
+WIDE_A["pkg/user.py"] = "from pkg.m5 import M5\n\n\ndef use():\n    return M5().go()\n"  # the same in B
 WIDE_B = {"pkg/base.py": "def helper2():\n    return 2\n\n\nclass Base:\n    def run(self):\n        return helper2()\n\n    def stop(self):\n        return None\n"}
 WIDE_B |= {f"pkg/m{i}.py": f"from pkg.base import Base, helper2\n\n\nclass M{i}(Base):\n    def go(self):\n        return self.stop() or helper2()\n"
            for i in range(10)}
@@ -281,24 +282,36 @@ def test_a_checkout_back_takes_back_the_bindings_the_checkout_replaced(tmp_path:
         _same_as_scratch(ix, root, tmp_path / f"scratch_{n}")
 
 
-def test_an_edit_or_another_version_between_checkouts_binds_as_usual(tmp_path: Path) -> None:
-    """Only the last large update's replaced bindings are kept, and only a tree that is exactly as it
-    was before it takes them back."""
+def test_edits_between_checkouts_keep_the_tree_to_go_back_to_and_another_version_binds(tmp_path: Path) -> None:
+    """Small updates after a checkout (an editor's edits, the first file of a checkout back that an
+    editor reloads before the watcher's batch) keep what the tree was before it, with the bindings
+    they replace of files the checkout left alone; only a tree that is then exactly as it was takes
+    its bindings back."""
     root = tmp_path / "ws"
     write_tree(root, WIDE_A)
     ix = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
     ix.load_or_build()
     _to_wide_b(root)
     ix.refresh()
-    # an edit (one file) after the checkout: what the tree was before the checkout is forgotten
+    assert ix.graph.has_edge("pkg/user.py::use", "pkg/m5.py::M5.go")
     ix.update_file("pkg/m5.py", WIDE_B["pkg/m5.py"] + "\n\nEXTRA = 1\n")
+    # M5.go renamed: user.py, which the checkout left alone, is bound again by an edit
+    ix.update_file("pkg/m5.py", WIDE_B["pkg/m5.py"].replace("def go(", "def go_b("))
+    assert not ix.graph.has_edge("pkg/user.py::use", "pkg/m5.py::M5.go")
+    ix.update_file("pkg/base.py", WIDE_B["pkg/base.py"] + "\n\ndef helper():\n    return 0\n")
     _to_wide_a(root)
-    ix.refresh()
+    ix.update_file("pkg/base.py", WIDE_A["pkg/base.py"])  # an editor reloads the file git rewrote
     assert ix.restored == 0
+    ix.refresh()  # the rest of the checkout back: every file as before the checkout
+    assert ix.restored >= 10
+    assert ix.graph.has_edge("pkg/user.py::use", "pkg/m5.py::M5.go")  # its binding from before the checkout
     _same_as_scratch(ix, root, tmp_path / "scratch_1")
 
-    # back to B but for one file: not the tree before the last checkout
-    _lay_out(root, {**WIDE_B, "pkg/m7.py": WIDE_B["pkg/m7.py"].replace("helper2()", "helper2() + 7")}, ("pkg/gone.py",))
+    # on to B, then back to A but for one file: not the tree before the last checkout
+    _to_wide_b(root)
+    ix.refresh()
+    _to_wide_a(root)
+    _lay_out(root, {"pkg/m7.py": WIDE_A["pkg/m7.py"].replace("helper()", "helper() + 7")}, ())
     ix.refresh()
     assert ix.restored == 0
     _same_as_scratch(ix, root, tmp_path / "scratch_2")

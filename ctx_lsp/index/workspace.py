@@ -108,10 +108,10 @@ TREE_BEFORE_FILES = 8
 
 class _TreeBefore(NamedTuple):
     """The tree before the last update that changed many files: every file's content digest, and the
-    bindings that update replaced (of the files it re-bound or removed). A file's binding is a function
-    of every file's facts, and facts of (path, content): when a later update brings every file back to
-    these digests (a branch switched and back, a stash popped), these bindings are the ones a build
-    would make, and nothing needs binding again."""
+    bindings that update and the small ones after it replaced (of each file re-bound or removed since,
+    the first). A file's binding is a function of every file's facts, and facts of (path, content):
+    when a later update brings every file back to these digests (a branch switched and back, a stash
+    popped), these bindings are the ones a build would make, and nothing needs binding again."""
 
     digests: dict[str, str]
     bindings: dict[str, FileBinding]
@@ -858,19 +858,18 @@ class WorkspaceIndex:
         old_ws = self.ws
         # what the tree was before the last large update, and whether this one brings it back
         last, self._tree_before = self._tree_before, None
-        before: dict[str, str] | None = None
+        before = {p: f.digest for p, f in self.facts.items()} if len(changed) >= TREE_BEFORE_FILES else None
         back: dict[str, FileBinding] | None = None
-        if len(changed) >= TREE_BEFORE_FILES:
-            before = {p: f.digest for p, f in self.facts.items()}
-            if last is not None:
-                after = dict(before)
-                for p, f in changed.items():
-                    if f is None:
-                        after.pop(p, None)
-                    else:
-                        after[p] = f.digest
-                if after == last.digests and all(p in last.bindings for p, f in changed.items() if f is not None):
-                    back = last.bindings
+        if last is not None and all(
+                (f.digest if f is not None else None) == last.digests.get(p) for p, f in changed.items()):
+            after = {p: f.digest for p, f in self.facts.items()}
+            for p, f in changed.items():
+                if f is None:
+                    after.pop(p, None)
+                else:
+                    after[p] = f.digest
+            if after == last.digests and all(p in last.bindings for p, f in changed.items() if f is not None):
+                back = last.bindings
         replaced_bindings: dict[str, FileBinding] = {}  # what this update replaces, for a checkout back
         rebind_all = back is None and bool(self.bindings) and _rebinds_all(len(changed), len(self.facts))
         old_iface = {} if rebind_all or back is not None else {
@@ -947,6 +946,12 @@ class WorkspaceIndex:
                 self.graph.set_edges(b.path, b.edges)
         if before is not None:
             self._tree_before = _TreeBefore(before, replaced_bindings)
+        elif last is not None and back is None:
+            # a small update (an editor's buffer, the first files of a checkout back) keeps it: the
+            # bindings it replaced are, for files no update since replaced, the ones of that tree
+            for p, b in replaced_bindings.items():
+                last.bindings.setdefault(p, b)
+            self._tree_before = last
         with _timed(ph, "flow"):
             self._update_flow(set(order) | {p for p, f in changed.items() if f is None})
         with _timed(ph, "graph"):
