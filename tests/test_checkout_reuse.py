@@ -315,3 +315,26 @@ def test_edits_between_checkouts_keep_the_tree_to_go_back_to_and_another_version
     ix.refresh()
     assert ix.restored == 0
     _same_as_scratch(ix, root, tmp_path / "scratch_2")
+
+
+def test_edits_that_re_bind_too_many_other_files_drop_the_tree_to_go_back_to(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bindings it keeps are bounded: past TREE_BEFORE_EDITS files re-bound by smaller updates, a
+    checkout back binds as a first checkout does."""
+    from ctx_lsp.index import workspace as ws_mod
+
+    monkeypatch.setattr(ws_mod, "TREE_BEFORE_EDITS", 0)
+    root = tmp_path / "ws"
+    write_tree(root, WIDE_A)
+    ix = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
+    ix.load_or_build()
+    _to_wide_b(root)
+    ix.refresh()
+    ix.update_file("pkg/m5.py", WIDE_B["pkg/m5.py"] + "\n\nEXTRA = 1\n")  # re-binds m5 only: kept
+    assert ix._tree_before is not None
+    ix.update_file("pkg/m5.py", WIDE_B["pkg/m5.py"].replace("def go(", "def go_b("))  # user.py too: dropped
+    assert ix._tree_before is None
+    _to_wide_a(root)
+    ix.refresh()
+    assert ix.restored == 0
+    _same_as_scratch(ix, root, tmp_path / "scratch")

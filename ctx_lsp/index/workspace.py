@@ -104,6 +104,7 @@ class FileState:
 # an update changing at least this many files (a checkout, a pull; not an editor's edit) keeps what the
 # tree was before it (_TreeBefore), for a checkout back
 TREE_BEFORE_FILES = 8
+TREE_BEFORE_EDITS = 256  # files that smaller updates after it may re-bind before it is dropped
 
 
 class _TreeBefore(NamedTuple):
@@ -115,6 +116,7 @@ class _TreeBefore(NamedTuple):
 
     digests: dict[str, str]
     bindings: dict[str, FileBinding]
+    limit: int  # small updates may add this many bindings in all: beyond, it is dropped (memory)
 
 
 @dataclass
@@ -945,13 +947,14 @@ class WorkspaceIndex:
                 self.bindings[b.path] = b
                 self.graph.set_edges(b.path, b.edges)
         if before is not None:
-            self._tree_before = _TreeBefore(before, replaced_bindings)
+            self._tree_before = _TreeBefore(before, replaced_bindings, len(replaced_bindings) + TREE_BEFORE_EDITS)
         elif last is not None and back is None:
             # a small update (an editor's buffer, the first files of a checkout back) keeps it: the
             # bindings it replaced are, for files no update since replaced, the ones of that tree
             for p, b in replaced_bindings.items():
                 last.bindings.setdefault(p, b)
-            self._tree_before = last
+            if len(last.bindings) <= last.limit:  # else a day of edits would keep a second index's bindings
+                self._tree_before = last
         with _timed(ph, "flow"):
             self._update_flow(set(order) | {p for p, f in changed.items() if f is None})
         with _timed(ph, "graph"):
