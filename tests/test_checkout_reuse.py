@@ -338,3 +338,27 @@ def test_edits_that_re_bind_too_many_other_files_drop_the_tree_to_go_back_to(tmp
     ix.refresh()
     assert ix.restored == 0
     _same_as_scratch(ix, root, tmp_path / "scratch")
+
+
+def test_a_fresh_process_takes_back_the_bindings_the_cache_kept(tmp_path: Path) -> None:
+    """The tree before the last checkout is written with the cache: a fresh process opening it after a
+    checkout back (the CLI without a daemon) takes the bindings back too, and equals a scratch build."""
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    write_tree(root, WIDE_A)
+    _open(root, cache)
+    _to_wide_b(root)
+    at_b, _ = _open(root, cache)
+    assert at_b.restored == 0
+    at_b.wait_saved()
+    for n, (lay_out, version) in enumerate([(_to_wide_a, "a"), (_to_wide_b, "b")]):
+        lay_out(root)
+        ix, report = _open(root, cache)
+        assert report.warm and ix.restored >= 12, version
+        _same_as_scratch(ix, root, tmp_path / f"scratch_{n}")
+        ix.wait_saved()
+
+    # an unreadable section only costs the binding
+    from ctx_lsp.index import workspace as ws_mod
+
+    assert ws_mod._unpack_tree_before(b"\x93\x01\x02") is None
+    assert ws_mod._unpack_tree_before(b"not msgpack at all") is None

@@ -119,6 +119,30 @@ class _TreeBefore(NamedTuple):
     limit: int  # small updates may add this many bindings in all: beyond, it is dropped (memory)
 
 
+TREE_BEFORE_SECTION = "tree-before"  # the cache section that holds it, for a fresh process's checkout back
+
+
+def _pack_tree_before(tb: _TreeBefore | None) -> bytes:
+    if tb is None:
+        return b""
+    return pack_records([tb.digests, {p: binding_to_wire(b) for p, b in tb.bindings.items()}, tb.limit])
+
+
+def _unpack_tree_before(raw: bytes | None) -> _TreeBefore | None:
+    """The section as written by _pack_tree_before; None for none or anything else (it only saves time)."""
+    if not raw:
+        return None
+    try:
+        digests, bindings, limit = unpack_records(raw)
+        if not (isinstance(digests, dict) and isinstance(bindings, dict) and isinstance(limit, int)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in digests.items())):
+            return None
+        return _TreeBefore(dict(digests), {p: binding_from_wire(w) for p, w in bindings.items()}, limit)
+    except Exception:
+        log.warning("the cache's tree before its last checkout is unreadable; a checkout back binds again")
+        return None
+
+
 @dataclass
 class BuildReport:
     files: int = 0
@@ -499,6 +523,9 @@ class WorkspaceIndex:
         self.kept = 0  # files the last extraction kept as they were (stat changed, content not)
         self.partial = 0  # files the last extraction built partly from their kept statements' facts
         self._tree_before: _TreeBefore | None = None  # see _TreeBefore; only the last large update's
+        self._tree_before_packed: bytes | None = None  # as the cache held it, unpacked when an update needs it
+        self.save_sections[TREE_BEFORE_SECTION] = lambda: (
+            self._tree_before_packed if self._tree_before_packed is not None else _pack_tree_before(self._tree_before))
         self.restored = 0  # bindings the last update took back from _tree_before instead of binding
         self.overlay_text: dict[str, str] = {}  # editor buffers (unsaved text), by path
         self._clean_overlays: dict[str, tuple[tuple[str, int, int], bool]] = {}  # see _same_as_disk
@@ -568,6 +595,7 @@ class WorkspaceIndex:
                 progress("loading cache", 0, len(found.files))
             changed: list[str] = []
             cached_filter: tuple[tuple[str, ...], tuple[str, ...], int] | None = None
+            tree_before: bytes | None = None
             with _timed(ph, "decode"):
                 held = _cached_states(cached) if cached is not None else None
                 if cached is not None and held is not None:
@@ -577,6 +605,7 @@ class WorkspaceIndex:
                     self.loaded_sections = {k: v for k, v in sections.items() if isinstance(v, bytes)} \
                         if isinstance(sections, dict) else {}
                     self.previous.load(self.loaded_sections.pop(PREVIOUS_SECTION, None))
+                    tree_before = self.loaded_sections.pop(TREE_BEFORE_SECTION, None)
                     changed = _stat_changed(found, {rel: (st.size, st.mtime_ns) for rel, st in held.items()})
                     if not decided and self._mostly_new(changed, held, found.stats):
                         # a checkout that rewrote most of the code: updating the index would cost more
@@ -597,6 +626,7 @@ class WorkspaceIndex:
                 self.extra_state = extra
                 with _timed(ph, "install"):
                     self._install(facts, binds, flow)
+                    self._tree_before_packed = tree_before  # written with these very bindings
                 report.warm = True
                 todo = changed
                 del facts, binds, states, extra, flow
@@ -630,7 +660,7 @@ class WorkspaceIndex:
                  flow: list[Edge] | None = None) -> None:
         self.facts = dict(facts)
         self.bindings = {p: b for p, b in bindings.items() if p in facts}
-        self._tree_before = None
+        self._tree_before, self._tree_before_packed = None, None
         self.ws = Workspace(self.facts)
         # every node exists before any edge is added, so no relink pass is needed
         self.graph.bulk_load({p: nodes_of(f) for p, f in self.facts.items()},
@@ -860,6 +890,9 @@ class WorkspaceIndex:
         old_ws = self.ws
         # what the tree was before the last large update, and whether this one brings it back
         last, self._tree_before = self._tree_before, None
+        if last is None and self._tree_before_packed is not None:
+            last = _unpack_tree_before(self._tree_before_packed)
+        self._tree_before_packed = None
         before = {p: f.digest for p, f in self.facts.items()} if len(changed) >= TREE_BEFORE_FILES else None
         back: dict[str, FileBinding] | None = None
         if last is not None and all(
@@ -946,7 +979,7 @@ class WorkspaceIndex:
                     replaced_bindings[b.path] = held
                 self.bindings[b.path] = b
                 self.graph.set_edges(b.path, b.edges)
-        if before is not None:
+        if before:  # (a build from nothing has no tree before it)
             self._tree_before = _TreeBefore(before, replaced_bindings, len(replaced_bindings) + TREE_BEFORE_EDITS)
         elif last is not None and back is None:
             # a small update (an editor's buffer, the first files of a checkout back) keeps it: the
