@@ -357,6 +357,21 @@ def test_a_fresh_process_takes_back_the_bindings_the_cache_kept(tmp_path: Path) 
         _same_as_scratch(ix, root, tmp_path / f"scratch_{n}")
         ix.wait_saved()
 
+    # a fresh process at B edits first: the kept bindings are not decoded for that, and still taken back
+    _to_wide_a(root)
+    _open(root, cache)[0].wait_saved()  # at A, with the cache
+    _to_wide_b(root)
+    _open(root, cache)[0].wait_saved()  # a checkout to B: the cache keeps A, packed
+    ix, report = _open(root, cache)  # a fresh process at B, nothing to update
+    assert report.warm and ix._tree_before is None
+    ix.update_file("pkg/m5.py", WIDE_B["pkg/m5.py"].replace("def go(", "def go_b("))  # an edit: re-binds user.py too
+    assert ix._tree_before is not None and ix._tree_before.blobs and "pkg/user.py" in ix._tree_before.bindings
+    _to_wide_a(root)
+    ix.refresh()  # every file as before the last checkout, the edited one included
+    assert ix.restored >= 12
+    assert ix.graph.has_edge("pkg/user.py::use", "pkg/m5.py::M5.go")
+    _same_as_scratch(ix, root, tmp_path / "scratch_edit")
+
     # an unreadable section only costs the binding
     from ctx_lsp.index import workspace as ws_mod
 

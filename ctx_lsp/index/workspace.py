@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from ctx_lsp.index.bind import Binder, FileBinding, PriorBinding
 from ctx_lsp.index.discovery import DELETED, FileFilter, discover, read_source, too_large
@@ -107,37 +107,67 @@ TREE_BEFORE_FILES = 8
 TREE_BEFORE_EDITS = 256  # files that smaller updates after it may re-bind before it is dropped
 
 
-class _TreeBefore(NamedTuple):
+class _TreeBefore:
     """The tree before the last update that changed many files: every file's content digest, and the
     bindings that update and the small ones after it replaced (of each file re-bound or removed since,
     the first). A file's binding is a function of every file's facts, and facts of (path, content):
     when a later update brings every file back to these digests (a branch switched and back, a stash
-    popped), these bindings are the ones a build would make, and nothing needs binding again."""
+    popped), these bindings are the ones a build would make, and nothing needs binding again.
 
-    digests: dict[str, str]
-    bindings: dict[str, FileBinding]
-    limit: int  # small updates may add this many bindings in all: beyond, it is dropped (memory)
+    As read from the cache its bindings stay packed (`blobs`, `packed_paths`) until a checkout back
+    needs them: an editor's first edit after a start must not decode them."""
+
+    __slots__ = ("digests", "bindings", "limit", "blobs", "packed_paths")
+
+    def __init__(self, digests: dict[str, str], bindings: dict[str, FileBinding], limit: int,
+                 blobs: tuple[bytes, ...] = (), packed_paths: frozenset[str] = frozenset()) -> None:
+        self.digests, self.bindings, self.limit = digests, bindings, limit
+        self.blobs, self.packed_paths = blobs, packed_paths  # earlier blobs first; their paths
+
+    def holds(self, path: str) -> bool:
+        return path in self.packed_paths or path in self.bindings
+
+    def keep_first(self, replaced: dict[str, FileBinding]) -> None:
+        """Add the bindings a small update replaced, of files none replaced before it."""
+        for p, b in replaced.items():
+            if p not in self.packed_paths:
+                self.bindings.setdefault(p, b)
+
+    def size(self) -> int:
+        return len(self.packed_paths) + len(self.bindings)
+
+    def all_bindings(self) -> dict[str, FileBinding]:
+        out: dict[str, FileBinding] = {}
+        for blob in self.blobs:
+            for p, w in unpack_records(blob).items():
+                if p not in out:
+                    out[p] = binding_from_wire(w)
+        for p, b in self.bindings.items():
+            out.setdefault(p, b)
+        return out
+
+    def pack(self) -> bytes:
+        blobs = list(self.blobs)
+        if self.bindings:
+            blobs.append(pack_records({p: binding_to_wire(b) for p, b in self.bindings.items()}))
+        return pack_records([self.digests, self.limit, sorted(self.packed_paths | self.bindings.keys()), blobs])
 
 
 TREE_BEFORE_SECTION = "tree-before"  # the cache section that holds it, for a fresh process's checkout back
 
 
-def _pack_tree_before(tb: _TreeBefore | None) -> bytes:
-    if tb is None:
-        return b""
-    return pack_records([tb.digests, {p: binding_to_wire(b) for p, b in tb.bindings.items()}, tb.limit])
-
-
 def _unpack_tree_before(raw: bytes | None) -> _TreeBefore | None:
-    """The section as written by _pack_tree_before; None for none or anything else (it only saves time)."""
+    """The section as written by _TreeBefore.pack, its bindings left packed; None for none or anything
+    else (it only saves time)."""
     if not raw:
         return None
     try:
-        digests, bindings, limit = unpack_records(raw)
-        if not (isinstance(digests, dict) and isinstance(bindings, dict) and isinstance(limit, int)
-                and all(isinstance(k, str) and isinstance(v, str) for k, v in digests.items())):
+        digests, limit, paths, blobs = unpack_records(raw)
+        if not (isinstance(digests, dict) and isinstance(limit, int) and all(isinstance(b, bytes) for b in blobs)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in digests.items())
+                and all(isinstance(p, str) for p in paths)):
             return None
-        return _TreeBefore(dict(digests), {p: binding_from_wire(w) for p, w in bindings.items()}, limit)
+        return _TreeBefore(dict(digests), {}, limit, tuple(blobs), frozenset(paths))
     except Exception:
         log.warning("the cache's tree before its last checkout is unreadable; a checkout back binds again")
         return None
@@ -525,7 +555,8 @@ class WorkspaceIndex:
         self._tree_before: _TreeBefore | None = None  # see _TreeBefore; only the last large update's
         self._tree_before_packed: bytes | None = None  # as the cache held it, unpacked when an update needs it
         self.save_sections[TREE_BEFORE_SECTION] = lambda: (
-            self._tree_before_packed if self._tree_before_packed is not None else _pack_tree_before(self._tree_before))
+            self._tree_before_packed if self._tree_before_packed is not None
+            else self._tree_before.pack() if self._tree_before is not None else b"")
         self.restored = 0  # bindings the last update took back from _tree_before instead of binding
         self.overlay_text: dict[str, str] = {}  # editor buffers (unsaved text), by path
         self._clean_overlays: dict[str, tuple[tuple[str, int, int], bool]] = {}  # see _same_as_disk
@@ -903,8 +934,8 @@ class WorkspaceIndex:
                     after.pop(p, None)
                 else:
                     after[p] = f.digest
-            if after == last.digests and all(p in last.bindings for p, f in changed.items() if f is not None):
-                back = last.bindings
+            if after == last.digests and all(last.holds(p) for p, f in changed.items() if f is not None):
+                back = last.all_bindings()
         replaced_bindings: dict[str, FileBinding] = {}  # what this update replaces, for a checkout back
         rebind_all = back is None and bool(self.bindings) and _rebinds_all(len(changed), len(self.facts))
         old_iface = {} if rebind_all or back is not None else {
@@ -984,9 +1015,8 @@ class WorkspaceIndex:
         elif last is not None and back is None:
             # a small update (an editor's buffer, the first files of a checkout back) keeps it: the
             # bindings it replaced are, for files no update since replaced, the ones of that tree
-            for p, b in replaced_bindings.items():
-                last.bindings.setdefault(p, b)
-            if len(last.bindings) <= last.limit:  # else a day of edits would keep a second index's bindings
+            last.keep_first(replaced_bindings)
+            if last.size() <= last.limit:  # else a day of edits would keep a second index's bindings
                 self._tree_before = last
         with _timed(ph, "flow"):
             self._update_flow(set(order) | {p for p, f in changed.items() if f is None})
