@@ -361,6 +361,23 @@ def test_index_says_whether_anything_changed_since_the_cache(tmp_path: Path) -> 
     assert re.fullmatch(r"indexed 1 file: 1 changed, 0 re-bound \([\d.]+ s\)\n", run("index", *common).stderr)
 
 
+def test_index_says_when_a_checkout_back_took_bindings_back(tmp_path: Path) -> None:
+    """A checkout and back (ten files each way): the second update binds nothing and says so."""
+    a = {f"pkg/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(10)}
+    a["pkg/use.py"] = "from pkg.m0 import f0\n\n\ndef g():\n    return f0()\n"
+    ws, common = small_workspace(tmp_path, a)
+    run("index", *common)
+    for i in range(10):
+        (ws / f"pkg/m{i}.py").write_text(f"def f{i}(x=1):\n    return x + {i}\n")
+    out = run("index", *common).stderr
+    assert re.fullmatch(r"indexed 11 files: 10 changed, 11 re-bound \([\d.]+ s\)\n", out), out
+    for i in range(10):
+        (ws / f"pkg/m{i}.py").write_text(a[f"pkg/m{i}.py"])
+    out = run("index", *common).stderr
+    assert re.fullmatch(r"indexed 11 files: 10 changed, 0 re-bound, 11 as before the last checkout "
+                        r"\([\d.]+ s\)\n", out), out
+
+
 def test_index_tells_files_the_filters_moved_from_changes_on_disk(tmp_path: Path) -> None:
     """Switching `--exclude` on one cache is no change on disk: the files it leaves out or lets back
     in are counted as the filters', and a file edited meanwhile still as changed."""

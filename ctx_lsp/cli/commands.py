@@ -282,7 +282,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             print(f"indexed {files}: the filters changed ({filters}), {changed - moved} changed on disk, "
                   f"{report.rebound} re-bound ({took})", file=sys.stderr)
         elif report is not None and report.warm:
-            print(f"indexed {files}: {changed} changed, {report.rebound} re-bound "
+            back = f", {report.restored} as before the last checkout" if report.restored else ""
+            print(f"indexed {files}: {changed} changed, {report.rebound} re-bound{back} "
                   f"({took})", file=sys.stderr)
         else:
             print(f"indexed {files} in {took}", file=sys.stderr)

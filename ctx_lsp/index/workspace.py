@@ -180,6 +180,7 @@ class BuildReport:
     rebound: int = 0
     reused: int = 0  # files whose facts a checkout back to them took from WorkspaceIndex.previous
     partial: int = 0  # of `extracted`, files that kept their unchanged top-level statements' facts (statement_reuse.py)
+    restored: int = 0  # bindings taken back from the tree before the last checkout (_TreeBefore), not bound
     # of the files that came or went since the cache: those the filters (include, exclude, size limit)
     # the cache was written with left out and these let in, and those these leave out that it held
     let_in: int = 0
@@ -674,6 +675,7 @@ class WorkspaceIndex:
                 report.let_in, report.left_out = self._filter_moves(cached_filter, changes, found.files)
             self.last_paths = (frozenset(), frozenset())
             report.rebound = self._apply(changes, progress, remember=True)
+            report.restored = self.restored
             self.loaded_update = self.last_paths if report.warm else None
             # a warm start that found nothing changed has nothing new to write
             self.pending_save = not report.warm or bool(todo) or bool(changes)
@@ -911,6 +913,7 @@ class WorkspaceIndex:
                remember: bool = False) -> int:
         """Apply new facts (None = removed) and re-bind what they affect. Returns files re-bound.
         `remember`: keep the versions replaced in `previous` (see _replaced)."""
+        self.restored = 0
         if not changed:
             return 0
         with _quiet_gc():
@@ -1031,7 +1034,7 @@ class WorkspaceIndex:
                 listener(touched)
             except Exception:  # a listener never breaks the index
                 log.exception("index listener failed")
-        return len(rebind)
+        return len(rebind) if back is None else 0  # files bound: none when their bindings came back
 
     def _changed_keys(self, changed: dict[str, FileFacts | None], old_iface: dict[str, dict[str, str]],
                       old_ws: Workspace) -> set[str]:
