@@ -244,6 +244,17 @@ def _to_wide_b(root: Path) -> None:
     _lay_out(root, WIDE_B, ("pkg/gone.py",))
 
 
+def _checked_out_to_b(tmp_path: Path) -> tuple[Path, WorkspaceIndex]:
+    """A running index of WIDE_A, after a checkout to WIDE_B."""
+    root = tmp_path / "ws"
+    write_tree(root, WIDE_A)
+    ix = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
+    ix.load_or_build()
+    _to_wide_b(root)
+    ix.refresh()
+    return root, ix
+
+
 def _same_as_scratch(ix: WorkspaceIndex, root: Path, cache: Path) -> None:
     from test_incremental import comparable, diff
 
@@ -287,12 +298,7 @@ def test_edits_between_checkouts_keep_the_tree_to_go_back_to_and_another_version
     editor reloads before the watcher's batch) keep what the tree was before it, with the bindings
     they replace of files the checkout left alone; only a tree that is then exactly as it was takes
     its bindings back."""
-    root = tmp_path / "ws"
-    write_tree(root, WIDE_A)
-    ix = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
-    ix.load_or_build()
-    _to_wide_b(root)
-    ix.refresh()
+    root, ix = _checked_out_to_b(tmp_path)
     assert ix.graph.has_edge("pkg/user.py::use", "pkg/m5.py::M5.go")
     ix.update_file("pkg/m5.py", WIDE_B["pkg/m5.py"] + "\n\nEXTRA = 1\n")
     # M5.go renamed: user.py, which the checkout left alone, is bound again by an edit
@@ -324,12 +330,7 @@ def test_edits_that_re_bind_too_many_other_files_drop_the_tree_to_go_back_to(tmp
     from ctx_lsp.index import workspace as ws_mod
 
     monkeypatch.setattr(ws_mod, "TREE_BEFORE_EDITS", 0)
-    root = tmp_path / "ws"
-    write_tree(root, WIDE_A)
-    ix = WorkspaceIndex(root, cache_dir=tmp_path / "cache", workers=1)
-    ix.load_or_build()
-    _to_wide_b(root)
-    ix.refresh()
+    root, ix = _checked_out_to_b(tmp_path)
     ix.update_file("pkg/m5.py", WIDE_B["pkg/m5.py"] + "\n\nEXTRA = 1\n")  # re-binds m5 only: kept
     assert ix._tree_before is not None
     ix.update_file("pkg/m5.py", WIDE_B["pkg/m5.py"].replace("def go(", "def go_b("))  # user.py too: dropped
