@@ -555,9 +555,7 @@ class WorkspaceIndex:
         self.partial = 0  # files the last extraction built partly from their kept statements' facts
         self._tree_before: _TreeBefore | None = None  # see _TreeBefore; only the last large update's
         self._tree_before_packed: bytes | None = None  # as the cache held it, unpacked when an update needs it
-        self.save_sections[TREE_BEFORE_SECTION] = lambda: (
-            self._tree_before_packed if self._tree_before_packed is not None
-            else self._tree_before.pack() if self._tree_before is not None else b"")
+        self.save_sections[TREE_BEFORE_SECTION] = self._tree_before_section
         self.restored = 0  # bindings the last update took back from _tree_before instead of binding
         self.overlay_text: dict[str, str] = {}  # editor buffers (unsaved text), by path
         self._clean_overlays: dict[str, tuple[tuple[str, int, int], bool]] = {}  # see _same_as_disk
@@ -688,6 +686,12 @@ class WorkspaceIndex:
         report.seconds = time.perf_counter() - t0
         self.last_update = time.time()
         return report
+
+    def _tree_before_section(self) -> bytes:
+        """The cache section of _TreeBefore: as read when no update unpacked it, else packed now."""
+        if self._tree_before_packed is not None:
+            return self._tree_before_packed
+        return self._tree_before.pack() if self._tree_before is not None else b""
 
     def _install(self, facts: dict[str, FileFacts], bindings: dict[str, FileBinding],
                  flow: list[Edge] | None = None) -> None:
@@ -931,7 +935,7 @@ class WorkspaceIndex:
         back: dict[str, FileBinding] | None = None
         if last is not None and all(
                 (f.digest if f is not None else None) == last.digests.get(p) for p, f in changed.items()):
-            after = {p: f.digest for p, f in self.facts.items()}
+            after = dict(before) if before is not None else {p: f.digest for p, f in self.facts.items()}
             for p, f in changed.items():
                 if f is None:
                     after.pop(p, None)
