@@ -499,6 +499,8 @@ async def test_indexing_runs_in_the_background_answers_stale_and_can_be_cancelle
     st = await command(bare, "ctx.reindex")
     assert st["indexing"] is False and st["stale"] is False and st["files"] == 320
     assert st["folders"][0]["state"] == "ready"
+    # the index it replaced is freed (a rebuild of a Django-sized folder kept ~400 MB more each time)
+    assert any("freed the index of" in m.message and "before the rebuild" in m.message for m in bare.log_messages)
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(
@@ -641,6 +643,13 @@ async def test_workspace_folders_added_and_removed_at_runtime(client: LanguageCl
         event=types.WorkspaceFoldersChangeEvent(added=[], removed=[folder])))
     st = await poll_status(client, lambda s: len(s["roots"]) == 1)
     assert st["files"] == 4
+    # and the removed folder's index is freed, not kept alive by what followed it (coverage, history)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while not any("index of removed folder other" in m.message for m in client.log_messages):
+        assert loop.time() < deadline, [m.message for m in client.log_messages]
+        await asyncio.sleep(0.05)
+    assert any("freed the index of removed folder other" in m.message for m in client.log_messages)
     from pygls.exceptions import JsonRpcInvalidParams
 
     with pytest.raises(JsonRpcInvalidParams, match="outside the workspace"):

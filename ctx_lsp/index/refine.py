@@ -28,7 +28,6 @@ import hashlib
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -677,7 +676,7 @@ def _trim_parso_cache(cap: int = PARSO_CACHE_CAP) -> None:
         parso.cache.parser_cache.clear()
 
 
-_ATTACHED: weakref.WeakKeyDictionary[WorkspaceIndex, Refiner] = weakref.WeakKeyDictionary()
+_ATTACHED = "refiner"  # its key in WorkspaceIndex.attached
 
 
 def attach_refiner(index: WorkspaceIndex, lock: AbstractContextManager | None = None,
@@ -687,9 +686,9 @@ def attach_refiner(index: WorkspaceIndex, lock: AbstractContextManager | None = 
     the server that refined the same files) and follows the index's updates. The files the warm
     start itself updated (before anyone listened) lose theirs: one re-bound because a file it
     imports changed has the same digest but maybe another answer."""
-    refiner = _ATTACHED.get(index)
+    refiner: Refiner | None = index.attached.get(_ATTACHED)
     if refiner is None:
-        refiner = _ATTACHED[index] = Refiner(index, lock=lock)
+        refiner = index.attached[_ATTACHED] = Refiner(index, lock=lock)
         if index.loaded_update is not None and index.loaded_update[1]:
             refiner._on_change(set(index.loaded_update[1]))
     if lock is not None:

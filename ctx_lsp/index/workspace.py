@@ -531,6 +531,10 @@ class WorkspaceIndex:
         self._flow_inputs: dict[str, tuple[list[tuple], frozenset[tuple[str, str]], tuple[tuple[str, str], ...]]] = {}
         self._flow_values: Values | None = None  # the last full flow pass's propagated values
         self.extra_state: dict[str, Any] = {}  # other producers' persisted state (history, coverage)
+        # the producers following this index (coverage, history, the jedi refiner), by name: held here,
+        # not in a module-level weak-keyed table, whose values (each holding its index) would keep
+        # every index ever made alive
+        self.attached: dict[str, Any] = {}
         # derived indexes written with the cache: name -> a function returning the section as of the
         # current facts (called at each write, in the writer), and the sections the last warm start
         # read, packed (facts.unpack_records: the owner decodes it when it first needs it, not the

@@ -70,7 +70,7 @@ async def _embed(ls: CtxLanguageServer, root: Root) -> None:
         message = f"{root.name}: embedding failed: {exc!r}"
         ls.log_message(f"ctx-lsp: {message}", types.MessageType.Warning)
     if token is not None:
-        ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+        ls.end_progress(token, message)
     ls.schedule_index_updated()
 
 

@@ -63,8 +63,10 @@ def register(server: CtxLanguageServer) -> None:
             p = uri_to_path(f.uri)
             for r in [r for r in ls.roots if p is not None and r.path == p.resolve()]:
                 r.cancel.set()
+                watcher = r.watcher
                 ls.stop_watching(r)
                 ls.roots.remove(r)
+                ls.spawn(ls.release(r, watcher))  # its memory, once its work has stopped
         for f in params.event.added or []:
             root = ls.add_root(f.uri, f.name)
             if root is not None:

@@ -15,6 +15,7 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol.language_server import lsp_method
 
 from ctx_lsp import __version__
-from ctx_lsp.engine import Engine
+from ctx_lsp.engine import Engine, collect_dropped
 from ctx_lsp.index.git_activity import GIT_POLL_MS, GitActivity, GitHold
 from ctx_lsp.server.convert import Positions, path_to_uri, rel_in, uri_problem, uri_to_path
 from ctx_lsp.server.embedding import schedule_embedding, start_embedding
@@ -50,6 +51,7 @@ from ctx_lsp.server.options import Options, parse_options
 from ctx_lsp.server.params import invalid
 
 log = logging.getLogger("ctx_lsp.server")
+RELEASE_TRIES, RELEASE_WAIT_S = 3, 0.5  # collections of a removed folder, while work on it still ends
 T = TypeVar("T")
 
 CUSTOM_REQUESTS = ("ctx/getContext", "ctx/contextAtCursor")
@@ -177,6 +179,12 @@ class CtxLanguageServer(LanguageServer):
         task.add_done_callback(done)
         return task
 
+    def end_progress(self, token: str, message: str) -> None:
+        """End a work-done progress and forget its token: pygls keeps every token's cancel future
+        (and the callbacks on it, which hold a folder's whole index) until told otherwise."""
+        self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+        self.work_done_progress.tokens.pop(token, None)
+
     def log_message(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
         log.log(logging.ERROR if kind == types.MessageType.Error else logging.INFO, "%s", message)
         try:
@@ -300,7 +308,21 @@ class CtxLanguageServer(LanguageServer):
         handle = self._flush_handles.pop(key, None)
         if handle is not None:
             handle.cancel()
-        self._flush_handles[key] = asyncio.get_running_loop().call_later(delay, action)
+
+        def fire() -> None:
+            # forgotten once fired: a fired handle keeps its callback, and with it the folder
+            if self._flush_handles.get(key) is handle_now:
+                del self._flush_handles[key]
+            action()
+
+        handle_now = self._flush_handles[key] = asyncio.get_running_loop().call_later(delay, fire)
+
+    def cancel_debounced(self, root: Root) -> None:
+        """Drop a folder's pending debounced work (it is being removed)."""
+        for key in (str(root.path), "save:" + str(root.path)):
+            handle = self._flush_handles.pop(key, None)
+            if handle is not None:
+                handle.cancel()
 
     async def flush(self, root: Root) -> None:
         if root.git is None:  # asks git once where its directory is: a subprocess, off the loop
@@ -338,8 +360,7 @@ class CtxLanguageServer(LanguageServer):
         if not waiting and root.git_progress not in (None, PROGRESS_STARTING):
             token, root.git_progress = root.git_progress, None
             if token != PROGRESS_REFUSED:
-                self.work_done_progress.end(token, types.WorkDoneProgressEnd(
-                    message=f"{root.name}: no longer waiting for git"))
+                self.end_progress(token, f"{root.name}: no longer waiting for git")
 
     def schedule_flush(self, root: Root) -> None:
         self.debounce(str(root.path), self.options.debounce_ms / 1000, lambda: self.spawn(self.flush(root)))
@@ -523,7 +544,7 @@ class CtxLanguageServer(LanguageServer):
                 root.state, root.error = FAILED, f"{type(exc).__name__}: {exc}"
             message = f"{root.name}: indexing failed: {exc!r}"
         if token is not None:
-            self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+            self.end_progress(token, message)
         self.log_message(f"ctx-lsp: {message}",
                          types.MessageType.Warning if root.state in (CANCELLED, FAILED) else types.MessageType.Info)
         if cancel.is_set() and engine is not root.engine:
@@ -584,6 +605,35 @@ class CtxLanguageServer(LanguageServer):
         st = refiner.status()
         return {"done": int(st.get("done", 0)), "total": int(st.get("total", 0))}
 
+    async def release(self, root: Root, watcher: Any) -> None:
+        """Free a removed folder's index once the work it was doing has stopped (its tasks, and
+        `watcher`, the folder's TreeWatcher told to stop, or None: its thread holds the folder until it ends)."""
+        running = [t for t in (root.task, root.refine_task, root.embed_task) if t is not None and not t.done()]
+        if running:
+            await asyncio.wait(running)  # ended, cancelled or failed: none holds the index any more
+        if watcher is not None:
+            await asyncio.to_thread(watcher.stop)  # joins its thread (it was told to stop already)
+            del watcher
+        self.cancel_debounced(root)  # a flush or a save its watcher or an edit scheduled
+        gone, name = weakref.ref(root.engine.index), root.name
+        del root
+        for _ in range(RELEASE_TRIES - 1):
+            if self.free(gone, f"removed folder {name}", quiet=True):
+                return
+            await asyncio.sleep(RELEASE_WAIT_S)  # a flush or a request on it still running: let it end
+        self.free(gone, f"removed folder {name}")
+
+    def free(self, gone: weakref.ref[Any], what: str, quiet: bool = False) -> bool:
+        """Collect a dropped index (`collect_dropped`), say whether it is gone (unless `quiet` and it
+        is not) and return that."""
+        seconds = collect_dropped()
+        if gone() is None:
+            self.log_message(f"ctx-lsp: freed the index of {what} ({seconds:.2f} s)")
+            return True
+        if not quiet:  # a request still reading it: frozen again, freed by the next collect_dropped
+            self.log_message(f"ctx-lsp: the index of {what} is still in use ({seconds:.2f} s)")
+        return False
+
     async def reindex(self, roots: list[Root] | None = None, *, drop_cache: bool = True) -> None:
         """Rebuild folders from disk (dropping their cache) and re-apply the open buffers."""
         for root in roots or list(self.roots):
@@ -598,7 +648,10 @@ class CtxLanguageServer(LanguageServer):
             with old.lock:
                 if drop_cache:
                     old.index.store.path.unlink(missing_ok=True)  # inside the cache directory
+            gone = weakref.ref(old.index)
+            del old
             root.set_engine(make_engine(self.options, root.path))
+            self.free(gone, f"{root.name} before the rebuild")
             root.engine.index.listeners.append(self._listener(root))
             if root.watcher is not None:  # its watches follow the new exclude globs and cache directory
                 self.stop_watching(root)

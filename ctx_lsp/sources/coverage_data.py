@@ -32,7 +32,6 @@ import logging
 import os
 import re
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
@@ -106,23 +105,22 @@ class TestHit:
                 "site": {"path": self.site[0], "line": self.site[1], "col": self.site[2]}}
 
 
-_ATTACHED: weakref.WeakKeyDictionary[Any, TestCoverage] = weakref.WeakKeyDictionary()
+_ATTACHED = "coverage"  # its key in WorkspaceIndex.attached
 
 
 def attach_coverage(index: WorkspaceIndex) -> TestCoverage:
     """The TestCoverage of an index (created once): persisted dynamic edges and static edges applied,
     kept up to date through the index's listeners."""
-    tc = _ATTACHED.get(index)
+    tc: TestCoverage | None = index.attached.get(_ATTACHED)
     if tc is None:
-        tc = TestCoverage(index)
-        _ATTACHED[index] = tc
+        tc = index.attached[_ATTACHED] = TestCoverage(index)
     elif tc.state is not None:
         index.extra_state[STATE_KEY] = tc.state  # the index may have reloaded its extra_state dict
     return tc
 
 
 def coverage_for(index: WorkspaceIndex) -> TestCoverage | None:
-    return _ATTACHED.get(index)
+    return index.attached.get(_ATTACHED)
 
 
 def is_test_source(node: Node, decorators: Callable[[], list[tuple[str, ...]] | None], in_test_file: bool) -> bool:

@@ -36,7 +36,6 @@ import bisect
 import logging
 import re
 import time
-import weakref
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -93,15 +92,14 @@ class SyncReport:
 
 
 # -- the history producer -----------------------------------------------------------------------
-_ATTACHED: weakref.WeakKeyDictionary[Any, History] = weakref.WeakKeyDictionary()
+_ATTACHED = "history"  # its key in WorkspaceIndex.attached
 
 
 def attach_history(index: WorkspaceIndex, sync: bool = True) -> History:
     """The History of an index (created once, listening to its updates); synced unless sync=False."""
-    h = _ATTACHED.get(index)
+    h: History | None = index.attached.get(_ATTACHED)
     if h is None:
-        h = History(index)
-        _ATTACHED[index] = h
+        h = index.attached[_ATTACHED] = History(index)
     else:
         index.extra_state[STATE_KEY] = h.state  # the index may have reloaded its extra_state dict
     if sync:
@@ -115,7 +113,7 @@ def attach_history(index: WorkspaceIndex, sync: bool = True) -> History:
 
 def history_for(index: WorkspaceIndex) -> History | None:
     """The attached History of an index, or None."""
-    return _ATTACHED.get(index)
+    return index.attached.get(_ATTACHED)
 
 
 class History:
